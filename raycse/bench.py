@@ -1,0 +1,540 @@
+"""`raycse bench`: how fast is one training step, how fast is it than naive code, how long does evaluation take.
+
+What is timed, on randomly initialised BERT-shaped encoders (the packaged MiniLM's tokenizer, no download):
+
+  raycse step    `raycse.trainer.StepRunner.step`, the exact code a training or search trial runs (tokenisation,
+                 host-to-device copy, the passes the loss needs, backward, optimiser and scheduler step): bf16
+                 autocast on CUDA, fused AdamW on CUDA, SDPA attention, `torch.compile(dynamic=True)` with
+                 `--compile` (CUDA only, as in the trainer).
+  baseline step  written plainly below: fp32, eager attention, PyTorch's default (non-fused) AdamW, the same loss
+                 and the same passes, the 2N sentences tokenised as one list. Same weights, same batches.
+  evaluation     one `StsbDevEvaluator` call on the trained encoder, encoded the way the trainer encodes it.
+
+The synthetic sentences are whole vocabulary words, `seq_len - 2` of them, so every sentence is exactly
+`seq_len` tokens with [CLS] and [SEP] and every step has the same shape. A step consumes N = `batch_size`
+corpus rows (sentences, or NLI triplets for supervised losses): `sentences_per_s = N * 1000 / ms_per_step`.
+
+Model FLOPs of a step (PaLM's estimate, Chowdhery et al. 2022, app. B, with bidirectional attention):
+
+    forward FLOPs per token  f = 2 * P + 4 * L * H * s
+    step FLOPs               = s * f * (3 * R_grad + R_nograd)
+
+P: parameters of the transformer layers (embedding tables, the unused BERT pooler and SimCSE's per-sentence MLP
+head left out), L layers, H hidden size, s = seq_len; R_grad rows go forward and backward (2N for unsupervised
+losses, 3N supervised, + N for off-dropout's dropout-off pass), R_nograd rows forward only (DCLR's frozen
+complementary encoder: N). `tflop_per_s` = step FLOPs / step time; `mfu` divides it by the device's dense
+bf16 peak (H100 SXM and H200 989, H100 PCIe 756, H100/H200 NVL 835, A100 312 TFLOP/s), None where unknown (CPU).
+NB: counting all BERT-base parameters (embeddings included) instead of P gives about 1.27x more FLOPs.
+
+`--concurrent N` measures instead the aggregate throughput of N trials sharing the machine, each a Ray task
+with `num_gpus = 1/N` (and 1/N of the CPUs), running the same StepRunner loop; see `run_concurrent`.
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+import datetime as _dt
+import gc
+import math
+import os
+import platform
+import random
+import time
+from dataclasses import asdict, dataclass
+
+from raycse.errors import ConfigError
+
+SHAPES: dict[str, dict[str, int]] = {
+    "bert-base": {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072},
+    "bert-large": {"hidden_size": 1024, "num_hidden_layers": 24, "num_attention_heads": 16, "intermediate_size": 4096},
+    "minilm": {"hidden_size": 384, "num_hidden_layers": 6, "num_attention_heads": 12, "intermediate_size": 1536},
+    "tiny": {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64},
+}
+MAX_POSITIONS = 512
+PRECISIONS = ("auto", "fp32", "bf16")
+
+# Dense (no sparsity) bf16 tensor-core peaks, TFLOP/s; first match of the CUDA device name wins.
+PEAK_BF16_TFLOPS = (("H100 PCIe", 756.0), ("H100 NVL", 835.0), ("H200 NVL", 835.0), ("H100", 989.0),
+                    ("H200", 989.0), ("A100", 312.0))
+
+BATCH_POOL = 8  # distinct synthetic batches, cycled through (the tokenizer caches nothing between calls)
+
+
+@dataclass
+class BenchOptions:
+    shape: str = "minilm"
+    loss: str = "simcse"
+    batch_size: int = 64
+    steps: int = 20
+    warmup: int = 5
+    seq_len: int = 32
+    compile: bool = False
+    precision: str = "auto"
+    eval: bool = True
+    baseline: bool = True
+    seed: int = 0
+
+    def validate(self) -> "BenchOptions":
+        from raycse.losses import build_loss
+
+        if self.shape not in SHAPES:
+            raise ConfigError(f"--shape: unknown shape {self.shape!r} (choose from {', '.join(SHAPES)})")
+        for flag, value, low in (("--batch-size", self.batch_size, 1), ("--steps", self.steps, 1),
+                                 ("--warmup", self.warmup, 0), ("--seq-len", self.seq_len, 3)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+                raise ConfigError(f"{flag}: must be an integer >= {low}, got {value!r}")
+        if self.seq_len > MAX_POSITIONS:
+            raise ConfigError(f"--seq-len: at most {MAX_POSITIONS} (the position embeddings), got {self.seq_len}")
+        if self.precision not in PRECISIONS:
+            raise ConfigError(f"--precision: {self.precision!r} is not one of {', '.join(PRECISIONS)}")
+        build_loss(self.loss)  # ConfigError naming an unknown loss
+        return self
+
+
+# ------------------------------------------------------------------------------------------- building
+def bert_config(shape: str, vocab_size: int, attn_implementation: str):
+    from transformers import BertConfig
+
+    return BertConfig(vocab_size=vocab_size, max_position_embeddings=MAX_POSITIONS,
+                      attn_implementation=attn_implementation, **SHAPES[shape])
+
+
+def load_tokenizer():
+    from transformers import AutoTokenizer
+
+    from raycse.model import resolve_model_path
+
+    return AutoTokenizer.from_pretrained(resolve_model_path("minilm"))
+
+
+def make_encoder(shape: str, tokenizer, attn_implementation: str, seed: int, pooler: str = "cls"):
+    """A randomly initialised `Encoder` of `shape`; the same seed gives the same weights for either attention."""
+    import torch
+    from transformers import BertModel
+
+    from raycse.model import Encoder
+
+    torch.manual_seed(seed)
+    backbone = BertModel(bert_config(shape, len(tokenizer), attn_implementation))
+    if backbone.config._attn_implementation != attn_implementation:
+        raise RuntimeError(f"asked for {attn_implementation} attention, got {backbone.config._attn_implementation}")
+    return Encoder(backbone.float(), tokenizer, pooler)
+
+
+def frozen_copy(encoder, device):
+    """DCLR's default complementary model as `trainer.load_complementary` makes it: a frozen copy of the start
+    weights, eval mode, bf16 (fp16 where bf16 is unsupported) on CUDA."""
+    import torch
+
+    frozen = copy.deepcopy(encoder).requires_grad_(False).eval().to(device)
+    if device.type == "cuda":
+        frozen.to(torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16)
+    return frozen
+
+
+def synthetic_batches(tokenizer, batch_size: int, seq_len: int, supervised: bool, count: int, seed: int) -> list:
+    """`count` batches of `batch_size` sentences (triplets when supervised), each exactly `seq_len` tokens."""
+    rng = random.Random(seed)
+    words = sorted(w for w in tokenizer.get_vocab() if w.isascii() and w.isalpha() and w.islower() and len(w) >= 3)
+
+    def sentence() -> str:
+        return " ".join(rng.choice(words) for _ in range(seq_len - 2))
+
+    batches = []
+    for _ in range(count):
+        if supervised:
+            batches.append([(sentence(), sentence(), sentence()) for _ in range(batch_size)])
+        else:
+            batches.append([sentence() for _ in range(batch_size)])
+    sample = [s for row in batches[0] for s in (row if supervised else (row,))]
+    lengths = {len(ids) for ids in tokenizer(sample)["input_ids"]}
+    if lengths != {seq_len}:
+        raise RuntimeError(f"synthetic sentences tokenise to lengths {sorted(lengths)}, not {seq_len}")
+    return batches
+
+
+def layer_parameters(encoder) -> int:
+    return sum(p.numel() for p in encoder.backbone.encoder.parameters())
+
+
+def step_flops(encoder, seq_len: int, grad_rows: int, nograd_rows: int) -> float:
+    """Model FLOPs of one step (module docstring): s * (2P + 4LHs) * (3 * grad_rows + nograd_rows)."""
+    cfg = encoder.backbone.config
+    per_token_forward = 2 * layer_parameters(encoder) + 4 * cfg.num_hidden_layers * cfg.hidden_size * seq_len
+    return float(seq_len * per_token_forward * (3 * grad_rows + nograd_rows))
+
+
+def pass_rows(loss_fn, batch_size: int) -> tuple[int, int]:
+    """(rows with gradient, rows forward only) that one step of `loss_fn` encodes."""
+    grad_rows = (3 if loss_fn.needs_hard_neg else 2) * batch_size + (batch_size if loss_fn.needs_z0 else 0)
+    return grad_rows, batch_size if loss_fn.needs_complementary else 0
+
+
+def peak_bf16_tflops(device) -> float | None:
+    if device.type != "cuda":
+        return None
+    import torch
+
+    name = torch.cuda.get_device_name(device)
+    return next((peak for key, peak in PEAK_BF16_TFLOPS if key in name), None)
+
+
+def device_name(device) -> str:
+    import torch
+
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    model = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError):
+        for line in open("/proc/cpuinfo", encoding="utf-8"):
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    return f"CPU {model} ({os.cpu_count()} cores, {torch.get_num_threads()} torch threads)"
+
+
+def synchronize(device) -> None:
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _free(device) -> None:
+    gc.collect()
+    if device.type == "cuda":
+        import torch
+
+        torch.cuda.empty_cache()
+
+
+# -------------------------------------------------------------------------------------------- timing
+def timed_steps(step, batches: list, warmup: int, steps: int, device) -> float:
+    """Seconds for `steps` calls of `step` after `warmup` untimed ones; the device is synchronised around the
+    timed region only, so the steps queue work exactly as in training. Returns the elapsed seconds."""
+    import torch
+
+    for i in range(warmup):
+        step(batches[i % len(batches)])
+    synchronize(device)
+    started = time.perf_counter()
+    losses = [step(batches[(warmup + i) % len(batches)]) for i in range(steps)]
+    synchronize(device)
+    elapsed = time.perf_counter() - started
+    if not bool(torch.isfinite(torch.stack([loss.float() for loss in losses])).all()):
+        raise RuntimeError("the loss became non-finite during the benchmark")
+    return elapsed
+
+
+def train_config(options: BenchOptions):
+    from raycse.config import TrainConfig
+
+    return TrainConfig(model="random", loss=options.loss, batch_size=options.batch_size, max_len=options.seq_len,
+                       precision=options.precision, compile=options.compile, seed=options.seed)
+
+
+def build_runner(options: BenchOptions, tokenizer, device):
+    """The trainer's own StepRunner on a random encoder of `options.shape` (SDPA attention, as `from_pretrained`)."""
+    from raycse.losses import build_loss
+    from raycse.trainer import StepRunner
+
+    config = train_config(options)
+    loss_fn = build_loss(options.loss)
+    encoder = make_encoder(options.shape, tokenizer, "sdpa", options.seed, pooler=config.pooler)
+    encoder.to(device).train()
+    complementary = frozen_copy(encoder, device) if loss_fn.needs_complementary else None
+    runner = StepRunner(encoder, loss_fn, config, device, options.warmup + options.steps, complementary)
+    return runner, loss_fn
+
+
+def baseline_step_fn(options: BenchOptions, tokenizer, device, loss_fn):
+    """The naive step: fp32, eager attention, default AdamW, every pass tokenised separately."""
+    import torch
+
+    from raycse.losses import Embeddings
+
+    config = train_config(options)
+    encoder = make_encoder(options.shape, tokenizer, "eager", options.seed).to(device).train()
+    complementary = None
+    if loss_fn.needs_complementary:
+        complementary = copy.deepcopy(encoder).requires_grad_(False).eval()
+    optimizer = torch.optim.AdamW(encoder.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    total = options.warmup + options.steps
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: max(0.0, 1.0 - step / total))
+
+    def tokens(sentences):
+        batch = tokenizer(sentences, padding=True, truncation=True, max_length=options.seq_len, return_tensors="pt")
+        return {k: v.to(device) for k, v in batch.items()}
+
+    def step(batch):
+        n = len(batch)
+        if loss_fn.needs_hard_neg:
+            sentences = [row[0] for row in batch] + [row[1] for row in batch] + [row[2] for row in batch]
+        else:
+            sentences = list(batch) + list(batch)
+        pooled = encoder(**tokens(sentences))
+        z0 = comp = None
+        if loss_fn.needs_z0:
+            encoder.eval()
+            z0 = encoder(**tokens(sentences[:n]))
+            encoder.train()
+        if complementary is not None:
+            with torch.no_grad():
+                comp = complementary(**tokens(sentences[:n]))
+        z3 = pooled[2 * n:] if loss_fn.needs_hard_neg else None
+        loss = loss_fn(Embeddings(z1=pooled[:n], z2=pooled[n:2 * n], z3=z3, z0=z0, complementary=comp))
+        loss.backward()
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad()
+        return loss.detach()
+
+    return step, encoder
+
+
+def time_eval(encoder, eval_pooler: str, device) -> dict:
+    """One STS-B dev evaluation as the trainer runs it (on CUDA after one untimed call: lazy init, autotuning)."""
+    from raycse.evaluation import StsbDevEvaluator
+    from raycse.trainer import EVAL_BATCH_SIZE
+
+    evaluator = StsbDevEvaluator()
+
+    def encode(sentences):
+        return encoder.encode(sentences, batch_size=EVAL_BATCH_SIZE, pooler=eval_pooler)
+
+    result = {"eval_sentences": len(evaluator._distinct.sentences)}
+    if device.type == "cuda":
+        started = time.perf_counter()
+        evaluator(encode)
+        result["eval_first_call_seconds"] = time.perf_counter() - started
+    started = time.perf_counter()
+    evaluator(encode)
+    result["eval_seconds"] = time.perf_counter() - started
+    return result
+
+
+def run_bench(options: BenchOptions) -> dict:
+    """Time raycse's step, the naive baseline and the STS-B dev evaluation; the figures as a JSON-ready dict."""
+    import torch
+    import transformers
+
+    from raycse.trainer import pick_device
+
+    options.validate()
+    device = pick_device()
+    tokenizer = load_tokenizer()
+    runner, loss_fn = build_runner(options, tokenizer, device)
+    batches = synthetic_batches(tokenizer, options.batch_size, options.seq_len, loss_fn.needs_hard_neg,
+                                min(BATCH_POOL, options.warmup + options.steps), options.seed)
+    grad_rows, nograd_rows = pass_rows(loss_fn, options.batch_size)
+    flops = step_flops(runner.encoder, options.seq_len, grad_rows, nograd_rows)
+    peak = peak_bf16_tflops(device)
+    amp = runner.amp_dtype
+    result = {
+        "shape": options.shape,
+        "loss": loss_fn.name,
+        "batch_size": options.batch_size,
+        "seq_len": options.seq_len,
+        "steps": options.steps,
+        "warmup": options.warmup,
+        "device": device_name(device),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "precision": {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[amp],
+        "compile": runner.forward is not runner.encoder,
+        "attention": runner.encoder.backbone.config._attn_implementation,
+        "optimizer": "AdamW (fused)" if device.type == "cuda" else "AdamW",
+        "params_layers": layer_parameters(runner.encoder),
+        "params_total": sum(p.numel() for p in runner.encoder.parameters()),
+        "rows_per_step": {"with_grad": grad_rows, "no_grad": nograd_rows},
+        "flops_per_step": flops,
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+    torch.manual_seed(options.seed)
+    elapsed = timed_steps(runner.step, batches, options.warmup, options.steps, device)
+    ms = 1000.0 * elapsed / options.steps
+    tflops = flops / (elapsed / options.steps) / 1e12
+    result.update({
+        "ms_per_step": ms,
+        "sentences_per_s": options.batch_size * 1000.0 / ms,
+        "tflop_per_s": tflops,
+        "peak_tflop_per_s": peak,
+        "mfu": tflops / peak if peak else None,
+    })
+    if options.eval:
+        result.update(time_eval(runner.encoder, "cls" if loss_fn.needs_hard_neg else "cls_before_pooler", device))
+    else:
+        result["eval_seconds"] = None
+    del runner
+    _free(device)
+
+    if options.baseline:
+        step, _encoder = baseline_step_fn(options, tokenizer, device, loss_fn)
+        torch.manual_seed(options.seed)
+        elapsed = timed_steps(step, batches, options.warmup, options.steps, device)
+        base_ms = 1000.0 * elapsed / options.steps
+        result["baseline"] = {
+            "ms_per_step": base_ms,
+            "sentences_per_s": options.batch_size * 1000.0 / base_ms,
+            "tflop_per_s": flops / (elapsed / options.steps) / 1e12,
+            "precision": "fp32", "attention": "eager", "optimizer": "AdamW (default, not fused)", "compile": False,
+        }
+        result["speedup"] = base_ms / ms
+        del step, _encoder
+        _free(device)
+    else:
+        result["baseline"], result["speedup"] = None, None
+    # keep the documented order: eval_seconds last among the headline figures
+    result["eval_seconds"] = result.pop("eval_seconds")
+    return result
+
+
+def _fmt(value, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def format_table(r: dict) -> str:
+    layers = SHAPES[r["shape"]]
+    flags = f"{r['precision']}, {r['attention']}, {r['optimizer']}" + (", compiled" if r["compile"] else "")
+    rows = [("raycse (" + flags + ")", r["ms_per_step"], r["sentences_per_s"], r["tflop_per_s"], r["mfu"])]
+    if r.get("baseline"):
+        b = r["baseline"]
+        rows.append((f"baseline (fp32, eager, {b['optimizer']})", b["ms_per_step"], b["sentences_per_s"],
+                     b["tflop_per_s"], None))
+    width = max(len(row[0]) for row in rows)
+    lines = [
+        f"raycse bench: {r['shape']} ({layers['num_hidden_layers']}x{layers['hidden_size']}, "
+        f"{r['params_layers'] / 1e6:.2f}M layer params), loss {r['loss']}, batch {r['batch_size']} x seq {r['seq_len']}, "
+        f"{r['steps']} timed steps after {r['warmup']}",
+        f"device: {r['device']}   torch {r['torch']}",
+        f"{'':<{width}}  {'ms/step':>10}  {'sentences/s':>12}  {'TFLOP/s':>9}  {'MFU':>6}",
+    ]
+    for name, ms, sps, tflops, mfu in rows:
+        lines.append(f"{name:<{width}}  {ms:>10.2f}  {sps:>12.1f}  {tflops:>9.4g}  "
+                     f"{_fmt(None if mfu is None else 100 * mfu, '>5.1f') + ('%' if mfu is not None else ''):>6}")
+    tail = [f"speedup over baseline: {_fmt(r.get('speedup'), '.2f')}x"]
+    if r.get("eval_seconds") is not None:
+        tail.append(f"STS-B dev evaluation: {r['eval_seconds']:.2f} s ({r['eval_sentences']} sentences)")
+    lines.append("   ".join(tail))
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------- concurrent
+def _barrier_class():
+    import ray
+
+    @ray.remote(num_cpus=0)
+    class Barrier:
+        """Trials arrive after their warm-up; all start timing once the last has arrived."""
+
+        def __init__(self, parties: int):
+            self.parties, self.arrived = parties, 0
+
+        def arrive(self) -> None:
+            self.arrived += 1
+
+        def open(self) -> bool:
+            return self.arrived >= self.parties
+
+    return Barrier
+
+
+def concurrent_trial(options: dict, threads: int, barrier) -> dict:
+    """One trial of `run_concurrent`, inside a Ray task: the StepRunner loop on its share of the device."""
+    import ray
+    import torch
+
+    from raycse.trainer import pick_device
+
+    torch.set_num_threads(max(1, threads))
+    opts = BenchOptions(**options)
+    device = pick_device()
+    tokenizer = load_tokenizer()
+    runner, loss_fn = build_runner(opts, tokenizer, device)
+    batches = synthetic_batches(tokenizer, opts.batch_size, opts.seq_len, loss_fn.needs_hard_neg,
+                                min(BATCH_POOL, opts.warmup + opts.steps), opts.seed)
+    for i in range(opts.warmup):
+        runner.step(batches[i % len(batches)])
+    synchronize(device)
+    ray.get(barrier.arrive.remote())
+    while not ray.get(barrier.open.remote()):
+        time.sleep(0.01)
+    started_wall, started = time.time(), time.perf_counter()
+    for i in range(opts.steps):
+        runner.step(batches[(opts.warmup + i) % len(batches)])
+    synchronize(device)
+    elapsed = time.perf_counter() - started
+    return {"ms_per_step": 1000.0 * elapsed / opts.steps, "sentences_per_s": opts.batch_size * opts.steps / elapsed,
+            "start": started_wall, "end": started_wall + elapsed, "device": device_name(device),
+            "gpu_ids": [str(g) for g in ray.get_gpu_ids()]}
+
+
+def run_concurrent(options: BenchOptions, trials: int) -> dict:
+    """Aggregate sentences/s of `trials` concurrent trials on one machine, scheduled by Ray.
+
+    Each trial is a Ray task with `num_gpus = 1/trials` (when the cluster has a GPU) and `num_cpus = CPUs/trials`,
+    so all of them fit on one GPU at once, as fractional-GPU search trials do. Each builds its own encoder and
+    StepRunner, warms up, waits at a barrier until every trial is warm, then times `steps` steps. The aggregate
+    is all trials' sentences over the span from the first start to the last end (the conservative figure);
+    `sum_of_trial_sentences_per_s` adds each trial's own rate.
+    """
+    import ray
+    import torch
+
+    options.validate()
+    if not isinstance(trials, int) or trials < 1:
+        raise ConfigError(f"--concurrent: must be an integer >= 1, got {trials!r}")
+    started_ray = not ray.is_initialized()
+    if started_ray:
+        ray.init(address=os.environ.get("RAY_ADDRESS"), include_dashboard=False, log_to_driver=False,
+                 runtime_env={"env_vars": {"TOKENIZERS_PARALLELISM": "false",
+                                           "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1")}})
+    try:
+        cluster = ray.cluster_resources()
+        gpus, cpus = cluster.get("GPU", 0.0), cluster.get("CPU", 1.0)
+        num_gpus = math.floor(10_000 / trials) / 10_000 if gpus > 0 else 0.0
+        num_cpus = math.floor(10_000 * cpus / trials) / 10_000
+        barrier = _barrier_class().remote(trials)
+        task = ray.remote(concurrent_trial).options(num_gpus=num_gpus, num_cpus=num_cpus, max_retries=0)
+        payload = asdict(options)
+        results = ray.get([task.remote(payload, int(cpus // trials), barrier) for _ in range(trials)])
+    finally:
+        if started_ray:
+            ray.shutdown()
+    span = max(r["end"] for r in results) - min(r["start"] for r in results)
+    return {
+        "concurrent": trials,
+        "shape": options.shape,
+        "loss": options.loss,
+        "batch_size": options.batch_size,
+        "seq_len": options.seq_len,
+        "steps": options.steps,
+        "warmup": options.warmup,
+        "precision": options.precision,
+        "compile": options.compile,
+        "device": results[0]["device"],
+        "torch": torch.__version__,
+        "num_gpus_per_trial": num_gpus,
+        "num_cpus_per_trial": num_cpus,
+        "aggregate_sentences_per_s": options.batch_size * options.steps * trials / span,
+        "sum_of_trial_sentences_per_s": sum(r["sentences_per_s"] for r in results),
+        "trials": [{k: r[k] for k in ("ms_per_step", "sentences_per_s", "gpu_ids")} for r in results],
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def format_concurrent(r: dict) -> str:
+    lines = [f"raycse bench --concurrent {r['concurrent']}: {r['shape']}, loss {r['loss']}, batch {r['batch_size']} "
+             f"x seq {r['seq_len']}, {r['steps']} timed steps per trial",
+             f"device: {r['device']}   torch {r['torch']}   per trial: num_gpus={r['num_gpus_per_trial']:g}, "
+             f"num_cpus={r['num_cpus_per_trial']:g}"]
+    for i, t in enumerate(r["trials"]):
+        lines.append(f"  trial {i}: {t['ms_per_step']:9.2f} ms/step  {t['sentences_per_s']:10.1f} sentences/s"
+                     + (f"  GPU {','.join(t['gpu_ids'])}" if t["gpu_ids"] else ""))
+    lines.append(f"aggregate: {r['aggregate_sentences_per_s']:.1f} sentences/s "
+                 f"(sum of the trials' own rates {r['sum_of_trial_sentences_per_s']:.1f})")
+    if r["num_gpus_per_trial"] == 0:
+        lines.append("note: no GPU in the Ray cluster, so the trials only split the CPU cores; "
+                     "the GPU-sharing figure needs a GPU")
+    return "\n".join(lines)

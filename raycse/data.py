@@ -1,0 +1,137 @@
+"""Training data: an unsupervised sentence corpus or SimCSE's supervised NLI triplets.
+
+A corpus is a text file (one sentence a line), an http(s) URL of one, or a Hugging Face dataset written
+`hf:NAME[:SPLIT[:COLUMN]]`; the default is the Wikipedia sample bundled in the package (the first 11,914
+lines of SimCSE's wiki1m). Supervised data is SimCSE's `nli_for_simcse.csv` format: columns sent0, sent1,
+hard_neg. Every reader fails with a `ConfigError` that names the file (and line) rather than a traceback.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import urllib.request
+from pathlib import Path
+
+import torch
+
+from raycse.config import BUNDLED_CORPUS
+from raycse.errors import ConfigError
+
+DATA_DIR = Path(__file__).resolve().parent / "data"
+BUNDLED_CORPUS_PATH = DATA_DIR / "wiki_sample.txt"
+NLI_COLUMNS = ("sent0", "sent1", "hard_neg")
+
+
+def read_corpus(source: str, max_sentences: int | None = None, replace_bad_bytes: bool = False) -> list[str]:
+    """The sentences of a corpus, blank lines skipped, in file order."""
+    if source == BUNDLED_CORPUS:
+        source = str(BUNDLED_CORPUS_PATH)
+    if source.startswith("hf:"):
+        sentences = _read_hf_dataset(source)
+    else:
+        raw, name = _read_bytes(source)
+        sentences = _decode_lines(raw, name, replace_bad_bytes)
+    if max_sentences is not None:
+        sentences = sentences[:max_sentences]
+    if not sentences:
+        raise ConfigError(f"corpus {source!r} is empty (no non-blank line)")
+    return sentences
+
+
+def read_nli_triplets(path: str, max_rows: int | None = None) -> list[tuple[str, str, str]]:
+    """(anchor, entailment, contradiction) rows of an NLI csv with the columns sent0, sent1, hard_neg."""
+    raw, name = _read_bytes(path)
+    text = "\n".join(_decode_lines(raw, name, replace_bad_bytes=False, keep_blank=True))
+    reader = csv.DictReader(io.StringIO(text))
+    missing = [c for c in NLI_COLUMNS if c not in (reader.fieldnames or [])]
+    if missing:
+        raise ConfigError(f"{name}: missing column(s) {', '.join(missing)} (an NLI csv needs {', '.join(NLI_COLUMNS)})")
+    rows = []
+    for row in reader:
+        triplet = tuple((row[c] or "").strip() for c in NLI_COLUMNS)
+        if all(triplet):
+            rows.append(triplet)
+        if max_rows is not None and len(rows) >= max_rows:
+            break
+    if not rows:
+        raise ConfigError(f"{name}: no complete (sent0, sent1, hard_neg) row")
+    return rows
+
+
+def _read_bytes(source: str) -> tuple[bytes, str]:
+    if source.startswith(("http://", "https://")):
+        try:
+            with urllib.request.urlopen(source, timeout=60) as response:
+                return response.read(), source
+        except OSError as err:
+            raise ConfigError(f"cannot download {source!r}: {err}") from None
+    path = Path(source).expanduser()
+    if not path.is_file():
+        raise ConfigError(f"file {source!r} does not exist")
+    try:
+        return path.read_bytes(), str(path)
+    except OSError as err:
+        raise ConfigError(f"cannot read {source!r}: {err.strerror}") from None
+
+
+def _decode_lines(raw: bytes, name: str, replace_bad_bytes: bool, keep_blank: bool = False) -> list[str]:
+    """Split into lines and decode each as UTF-8, so an error can name the offending line."""
+    lines = []
+    for number, line in enumerate(raw.splitlines(), start=1):
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as err:
+            if not replace_bad_bytes:
+                raise ConfigError(
+                    f"{name}: line {number} is not valid UTF-8 (byte {line[err.start]:#04x} at column {err.start + 1}); "
+                    "fix the file or pass --replace-bad-bytes") from None
+            text = line.decode("utf-8", errors="replace")
+        text = text.lstrip("\ufeff").strip()
+        if text or keep_blank:
+            lines.append(text)
+    return lines
+
+
+def _read_hf_dataset(source: str) -> list[str]:
+    """`hf:NAME[:SPLIT[:COLUMN]]` through the `datasets` library (needs a network or a local cache)."""
+    parts = source[3:].split(":")
+    name, split, column = parts[0], (parts[1] if len(parts) > 1 else "train"), (parts[2] if len(parts) > 2 else "text")
+    try:
+        import datasets
+
+        dataset = datasets.load_dataset(name, split=split)
+    except Exception as err:  # the hub raises many types; the user needs one line
+        raise ConfigError(f"cannot load Hugging Face dataset {name!r} (split {split!r}): {str(err).splitlines()[0]}") from None
+    if column not in dataset.column_names:
+        raise ConfigError(f"dataset {name!r} has no column {column!r} (columns: {', '.join(dataset.column_names)})")
+    return [s.strip() for s in dataset[column] if isinstance(s, str) and s.strip()]
+
+
+class GlobalBatches:
+    """Seeded shuffled batches of a dataset, sharded so W workers together see one global batch per step.
+
+    Every worker draws the same permutation (same seed), cuts it into global batches of
+    `batch_size * world_size` examples and keeps its own contiguous slice: worker r of W with batch b sees
+    exactly the rows r*b .. (r+1)*b of the global batch a single worker with batch W*b would see. That is
+    what makes the W-worker run equal to the 1-worker run with the all-gathered negatives.
+    """
+
+    def __init__(self, examples: list, batch_size: int, seed: int, rank: int = 0, world_size: int = 1):
+        self.examples, self.batch_size, self.seed = examples, batch_size, seed
+        self.rank, self.world_size = rank, world_size
+        self.global_batch = batch_size * world_size
+        if len(examples) < self.global_batch:
+            raise ConfigError(
+                f"the training data has {len(examples)} examples, fewer than one batch "
+                f"({batch_size} x {world_size} worker(s) = {self.global_batch})")
+
+    def __len__(self) -> int:
+        return len(self.examples) // self.global_batch  # drop the ragged last batch: negatives stay comparable
+
+    def epoch(self, epoch: int):
+        generator = torch.Generator().manual_seed(self.seed + epoch)
+        order = torch.randperm(len(self.examples), generator=generator).tolist()
+        start = self.rank * self.batch_size
+        for step in range(len(self)):
+            offset = step * self.global_batch + start
+            yield [self.examples[i] for i in order[offset:offset + self.batch_size]]

@@ -1,0 +1,333 @@
+"""STS evaluation exactly as SentEval scores it for SimCSE and its successors.
+
+Every figure is Spearman's rank correlation x100 between the cosine similarity of two sentence embeddings
+and the gold similarity score (SentEval, Conneau & Kiela 2018, `senteval/sts.py`; SimCSE's `evaluation.py`):
+
+  stsb_dev          STS-B dev: the search objective and SimCSE's model-selection metric
+  sickr_dev         SICK-R dev (SICK_trial.txt)
+  STS12 ... STS16   the "all" aggregate: ONE Spearman over the concatenation of every subset's predictions and
+                    gold scores (not the mean of per-subset figures); pairs with an empty gold score are dropped
+  STSBenchmark      STS-B test
+  SICKRelatedness   SICK-R test
+  avg               plain mean of the seven test figures (the papers' "Avg.")
+  alignment         SimCSE's / Wang & Isola's alignment and uniformity of L2-normalised embeddings on STS-B
+  uniformity        dev (see `alignment_uniformity`)
+
+The evaluation knows nothing of models: it takes an `Encode` function from sentences to embeddings, and
+encodes each distinct sentence once.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import warnings
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from scipy.stats import spearmanr
+
+from raycse.errors import ConfigError
+
+Encode = Callable[[list[str]], torch.Tensor]
+
+DEFAULT_DATA_DIR = Path(__file__).parent / "data" / "senteval"
+
+STS_YEARS = ("STS12", "STS13", "STS14", "STS15", "STS16")
+SEVEN_TASKS = (*STS_YEARS, "STSBenchmark", "SICKRelatedness")
+
+# Which split of which data set each result key is scored on (names as `load_sts_task` takes them).
+SPLIT_OF_RESULT = {
+    "stsb_dev": "STSBenchmark-dev",
+    "sickr_dev": "SICK-dev",
+    **{year: year for year in STS_YEARS},
+    "STSBenchmark": "STSBenchmark-test",
+    "SICKRelatedness": "SICK-test",
+}
+
+# What each `--tasks` value reports, in the order the results are listed.
+RESULTS_OF_TASKS = {
+    "stsb-dev": ("stsb_dev",),
+    "sts": (*SEVEN_TASKS, "avg"),
+    "all": ("stsb_dev", "sickr_dev", *SEVEN_TASKS, "avg", "alignment", "uniformity"),
+}
+
+_STSB_FILES = {"STSBenchmark-dev": "sts-dev.csv", "STSBenchmark-test": "sts-test.csv"}
+_SICK_FILES = {"SICK-dev": "SICK_trial.txt", "SICK-test": "SICK_test_annotated.txt"}
+
+# SimCSE (footnote 3): "We take STS-B pairs with a score higher than 4 as p_pos and all STS-B sentences as p_data."
+ALIGNMENT_MIN_GOLD = 4.0
+
+
+@dataclass(frozen=True)
+class STSPairs:
+    """Sentence pairs and their gold similarity scores (0-5), one entry per pair."""
+
+    sentences1: list[str]
+    sentences2: list[str]
+    scores: np.ndarray
+
+
+# ----------------------------------------------------------------------------------------------- loading
+def load_sts_task(name: str, data_dir: str | Path | None = None) -> dict[str, STSPairs]:
+    """Read one STS data set from SentEval's layout: {subset: pairs}.
+
+    'STS12' ... 'STS16' give one entry per subset file (STS.input.<subset>.txt / STS.gs.<subset>.txt), with
+    the pairs whose gold score is empty dropped; 'STSBenchmark-dev', 'STSBenchmark-test', 'SICK-dev' and
+    'SICK-test' give {"all": pairs}. All files are UTF-8 (SentEval reads them with utf8 too).
+    """
+    root = Path(data_dir) if data_dir is not None else DEFAULT_DATA_DIR
+    if name in STS_YEARS:
+        return _load_sts_year(root / "STS" / f"{name}-en-test")
+    if name in _STSB_FILES:
+        return {"all": _load_stsb(root / "STS" / "STSBenchmark" / _STSB_FILES[name])}
+    if name in _SICK_FILES:
+        return {"all": _load_sick(root / "SICK" / _SICK_FILES[name])}
+    known = (*STS_YEARS, *_STSB_FILES, *_SICK_FILES)
+    raise ConfigError(f"unknown STS task {name!r} (choose from {', '.join(known)})")
+
+
+def _senteval_text(sentence: str) -> str:
+    # SentEval splits each sentence on whitespace and SimCSE's batcher joins the tokens with single spaces.
+    return " ".join(sentence.split())
+
+
+def _read_lines(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").splitlines()
+
+
+def _load_sts_year(folder: Path) -> dict[str, STSPairs]:
+    input_files = sorted(folder.glob("STS.input.*.txt"))
+    if not input_files:
+        raise FileNotFoundError(f"no STS.input.*.txt files in {folder}")
+    subsets = {}
+    for input_file in input_files:
+        subset = input_file.name[len("STS.input."):-len(".txt")]
+        pair_lines = _read_lines(input_file)
+        gold_lines = _read_lines(folder / f"STS.gs.{subset}.txt")
+        if len(pair_lines) != len(gold_lines):
+            raise ValueError(f"{folder.name}/{subset}: {len(pair_lines)} sentence pairs but {len(gold_lines)} gold lines")
+        sentences1, sentences2, scores = [], [], []
+        for pair_line, gold in zip(pair_lines, gold_lines):
+            if not gold.strip():  # no gold score: SentEval drops the pair
+                continue
+            sentence1, sentence2 = pair_line.split("\t")
+            sentences1.append(_senteval_text(sentence1))
+            sentences2.append(_senteval_text(sentence2))
+            scores.append(float(gold))
+        subsets[subset] = STSPairs(sentences1, sentences2, np.asarray(scores, dtype=np.float64))
+    return subsets
+
+
+def _load_stsb(path: Path) -> STSPairs:
+    # No header; tab-separated; column 4 is the score, columns 5 and 6 the sentences.
+    rows = [line.strip().split("\t") for line in _read_lines(path) if line.strip()]
+    return STSPairs(
+        [_senteval_text(row[5]) for row in rows],
+        [_senteval_text(row[6]) for row in rows],
+        np.asarray([float(row[4]) for row in rows], dtype=np.float64),
+    )
+
+
+def _load_sick(path: Path) -> STSPairs:
+    # A header line, then pair_ID, sentence_A, sentence_B, relatedness_score, entailment_judgment.
+    rows = [line.strip().split("\t") for line in _read_lines(path)[1:] if line.strip()]
+    return STSPairs(
+        [_senteval_text(row[1]) for row in rows],
+        [_senteval_text(row[2]) for row in rows],
+        np.asarray([float(row[3]) for row in rows], dtype=np.float64),
+    )
+
+
+def concatenate(pair_sets: Iterable[STSPairs]) -> STSPairs:
+    """All pairs of several subsets as one set, in order: what SentEval's "all" aggregate is computed on."""
+    pair_sets = list(pair_sets)
+    return STSPairs(
+        [s for pairs in pair_sets for s in pairs.sentences1],
+        [s for pairs in pair_sets for s in pairs.sentences2],
+        np.concatenate([pairs.scores for pairs in pair_sets]),
+    )
+
+
+# ----------------------------------------------------------------------------------------------- scoring
+def spearman_x100(predicted, gold) -> float:
+    """Spearman's rank correlation x100, as the papers report it."""
+    return float(spearmanr(np.asarray(predicted), np.asarray(gold)).correlation * 100.0)
+
+
+class _DistinctSentences:
+    """The distinct sentences of some pair sets (first-seen order) and where each sits in their encoding."""
+
+    def __init__(self, pair_sets: Iterable[STSPairs]):
+        self.sentences = list(dict.fromkeys(
+            sentence for pairs in pair_sets for sentence in (*pairs.sentences1, *pairs.sentences2)
+        ))
+        self._row_of = {sentence: row for row, sentence in enumerate(self.sentences)}
+
+    def rows(self, sentences: list[str]) -> torch.Tensor:
+        return torch.tensor([self._row_of[sentence] for sentence in sentences], dtype=torch.long)
+
+    def encode(self, encode: Encode) -> torch.Tensor:
+        embeddings = encode(self.sentences)
+        if embeddings.shape[0] != len(self.sentences):
+            raise ValueError(f"encode returned {embeddings.shape[0]} embeddings for {len(self.sentences)} sentences")
+        return embeddings.detach().float().cpu()
+
+
+def _cosines(embeddings: torch.Tensor, rows1: torch.Tensor, rows2: torch.Tensor) -> np.ndarray:
+    # float64 so that near-ties between pairs rank the same on every machine. A zero vector gets cosine 0,
+    # as SentEval's nan_to_num gives it.
+    return F.cosine_similarity(embeddings[rows1].double(), embeddings[rows2].double(), dim=-1).numpy()
+
+
+def _pair_cosines(embeddings: torch.Tensor, distinct: _DistinctSentences, pairs: STSPairs) -> np.ndarray:
+    return _cosines(embeddings, distinct.rows(pairs.sentences1), distinct.rows(pairs.sentences2))
+
+
+def score_pairs(encode: Encode, pairs: STSPairs) -> np.ndarray:
+    """Cosine similarity of each pair's embeddings; each distinct sentence (either side) is encoded once."""
+    distinct = _DistinctSentences([pairs])
+    return _pair_cosines(distinct.encode(encode), distinct, pairs)
+
+
+def sts_task_spearman(encode: Encode, name: str, data_dir: str | Path | None = None) -> float:
+    """SentEval's figure for one of the seven tasks (or 'stsb_dev' / 'sickr_dev').
+
+    STS12-16: Spearman over the concatenation of all subsets; STSBenchmark and SICKRelatedness: the test split.
+    """
+    if name not in SPLIT_OF_RESULT:
+        raise ConfigError(f"unknown STS task {name!r} (choose from {', '.join(SPLIT_OF_RESULT)})")
+    pairs = concatenate(load_sts_task(SPLIT_OF_RESULT[name], data_dir).values())
+    return spearman_x100(score_pairs(encode, pairs), pairs.scores)
+
+
+class StsbDevEvaluator:
+    """STS-B dev Spearman x100, for calling every few training steps.
+
+    The dev file is read and its 1500 pairs reduced to distinct sentences once, at construction; each call
+    only encodes those sentences and ranks the cosines.
+    """
+
+    def __init__(self, data_dir: str | Path | None = None):
+        self.pairs = load_sts_task("STSBenchmark-dev", data_dir)["all"]
+        self._distinct = _DistinctSentences([self.pairs])
+        self._rows1 = self._distinct.rows(self.pairs.sentences1)
+        self._rows2 = self._distinct.rows(self.pairs.sentences2)
+
+    def __call__(self, encode: Encode) -> float:
+        embeddings = self._distinct.encode(encode)
+        return spearman_x100(_cosines(embeddings, self._rows1, self._rows2), self.pairs.scores)
+
+
+def stsb_dev_spearman(encode: Encode, data_dir: str | Path | None = None) -> float:
+    """The search objective: STS-B dev Spearman x100 (SimCSE selects checkpoints on it too)."""
+    return StsbDevEvaluator(data_dir)(encode)
+
+
+def alignment_uniformity(encode: Encode, data_dir: str | Path | None = None) -> tuple[float, float]:
+    """SimCSE's alignment and uniformity (Wang & Isola 2020) on STS-B dev, lower is better for both.
+
+    On L2-normalised embeddings f:
+      alignment  = mean ||f(x) - f(x+)||^2 over STS-B dev pairs with a gold score higher than 4
+      uniformity = log mean exp(-2 ||f(x) - f(y)||^2) over all pairs of distinct STS-B dev sentences
+    SimCSE's footnote says "STS-B"; its successors (e.g. EASE) name the dev split, the split that is also
+    the model-selection set, so the test split stays untouched.
+    """
+    pairs = load_sts_task("STSBenchmark-dev", data_dir)["all"]
+    distinct = _DistinctSentences([pairs])
+    return _alignment_uniformity(distinct.encode(encode), distinct, pairs)
+
+
+def _alignment_uniformity(
+    embeddings: torch.Tensor, distinct: _DistinctSentences, pairs: STSPairs
+) -> tuple[float, float]:
+    normalised = F.normalize(embeddings.double(), dim=-1)
+    positive = np.flatnonzero(pairs.scores > ALIGNMENT_MIN_GOLD)
+    rows1 = distinct.rows([pairs.sentences1[i] for i in positive])
+    rows2 = distinct.rows([pairs.sentences2[i] for i in positive])
+    alignment = (normalised[rows1] - normalised[rows2]).norm(dim=1).pow(2).mean()
+    # `distinct` may hold other data sets' sentences too: take each distinct STS-B dev sentence once, and
+    # pdist takes each unordered pair of them once.
+    sentence_rows = distinct.rows(list(dict.fromkeys([*pairs.sentences1, *pairs.sentences2])))
+    uniformity = torch.pdist(normalised[sentence_rows], p=2).pow(2).mul(-2.0).exp().mean().log()
+    return float(alignment), float(uniformity)
+
+
+# ----------------------------------------------------------------------------------------------- reports
+def evaluate_encoder(encode: Encode, tasks: str = "stsb-dev", data_dir: str | Path | None = None) -> dict[str, float]:
+    """The figures that `tasks` ('stsb-dev', 'sts' or 'all') asks for, keyed as in `RESULTS_OF_TASKS`.
+
+    Every distinct sentence of every requested data set is encoded in ONE call to `encode`, then scored.
+    """
+    if tasks not in RESULTS_OF_TASKS:
+        raise ConfigError(f"unknown tasks {tasks!r} (choose from {', '.join(RESULTS_OF_TASKS)})")
+    wanted = RESULTS_OF_TASKS[tasks]
+    correlation_keys = [key for key in wanted if key in SPLIT_OF_RESULT]
+    pairs_of = {key: concatenate(load_sts_task(SPLIT_OF_RESULT[key], data_dir).values()) for key in correlation_keys}
+    distinct = _DistinctSentences(pairs_of.values())
+    embeddings = distinct.encode(encode)
+
+    results = {
+        key: spearman_x100(_pair_cosines(embeddings, distinct, pairs), pairs.scores)
+        for key, pairs in pairs_of.items()
+    }
+    if "avg" in wanted:
+        results["avg"] = float(np.mean([results[task] for task in SEVEN_TASKS]))
+    if "alignment" in wanted:
+        # STS-B dev is among the encoded sets whenever alignment is asked for ('all').
+        results["alignment"], results["uniformity"] = _alignment_uniformity(embeddings, distinct, pairs_of["stsb_dev"])
+    return {key: results[key] for key in wanted}
+
+
+def run_eval(
+    model: str,
+    pooler: str,
+    tasks: str = "stsb-dev",
+    batch_size: int = 128,
+    max_len: int | None = None,
+    trust_remote_code: bool = False,
+) -> dict[str, float]:
+    """Load `model` ('minilm', a directory or a hub id) and report `evaluate_encoder`'s figures for `pooler`."""
+    from raycse.model import Encoder  # torch/transformers model code is needed only here
+
+    if tasks not in RESULTS_OF_TASKS:  # fail before the (slow) model load
+        raise ConfigError(f"unknown tasks {tasks!r} (choose from {', '.join(RESULTS_OF_TASKS)})")
+    encoder = Encoder.from_pretrained(model, pooler=pooler, trust_remote_code=trust_remote_code)
+    if pooler == "cls" and not encoder.mlp_from_checkpoint:
+        warnings.warn(
+            f"{model!r} has no trained MLP head: pooler 'cls' uses a randomly initialised one "
+            "(SimCSE evaluates unsupervised models with 'cls_before_pooler')",
+            stacklevel=2,
+        )
+    encoder.to("cuda" if torch.cuda.is_available() else "cpu")
+    encode = functools.partial(encoder.encode, batch_size=batch_size, pooler=pooler, max_len=max_len)
+    return evaluate_encoder(encode, tasks)
+
+
+# The papers' Table 2 row, in their order and with their column names.
+TABLE2_COLUMNS = {
+    "STS12": "STS12", "STS13": "STS13", "STS14": "STS14", "STS15": "STS15", "STS16": "STS16",
+    "STSBenchmark": "STS-B", "SICKRelatedness": "SICK-R", "avg": "Avg.",
+}
+_EXTRA_LINES = {"stsb_dev": "STS-B dev", "sickr_dev": "SICK-R dev", "alignment": "alignment", "uniformity": "uniformity"}
+
+
+def format_table(results: dict[str, float], title: str) -> str:
+    """A plain-text report: a row like the papers' Table 2, then dev figures and alignment/uniformity."""
+    lines = [title]
+    columns = [(header, results[key]) for key, header in TABLE2_COLUMNS.items() if key in results]
+    if columns:
+        widths = [max(len(header), 6) for header, _ in columns]
+        lines.append("  ".join(header.rjust(width) for (header, _), width in zip(columns, widths)))
+        lines.append("  ".join(_two_decimals(value).rjust(width) for (_, value), width in zip(columns, widths)))
+    extras = [(label, results[key]) for key, label in _EXTRA_LINES.items() if key in results]
+    label_width = max((len(label) for label, _ in extras), default=0)
+    lines.extend(f"{label.ljust(label_width)}  {_two_decimals(value).rjust(6)}" for label, value in extras)
+    return "\n".join(lines)
+
+
+def _two_decimals(value: float) -> str:
+    return "nan" if math.isnan(value) else f"{value:.2f}"

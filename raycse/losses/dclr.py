@@ -1,0 +1,99 @@
+"""DCLR: debiased contrastive learning with false-negative weighting and noise-based negatives
+(Zhou et al., 2022, "Debiased Contrastive Learning of Unsupervised Sentence Representations")."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from .infonce import EPS, _cross_entropy_diagonal, cos_sim, full_precision, paired_cos_sim, upcast
+
+
+@torch.no_grad()
+@full_precision
+def false_negative_weights(c: Tensor, phi: float) -> Tensor:
+    """DCLR eq. 5: alpha_ij = 0 where s(c_i, c_j) >= phi, else 1.
+
+    ``c`` holds a frozen complementary model's embeddings of the batch (the paper uses a trained SimCSE);
+    a negative it finds at least phi-similar to the anchor is taken to be a false negative. The diagonal is
+    not used by `debiased_info_nce`.
+
+    Args:
+        c: (N, H) complementary embeddings.
+        phi: threshold in [0, 1].
+
+    Returns:
+        The (N, N) weights, 0. or 1., in float32 (float64 for float64 inputs); no gradient.
+    """
+    sim = cos_sim(c, c)
+    return (sim < phi).to(sim.dtype)
+
+
+@full_precision
+def non_uniformity_loss(z1: Tensor, z2: Tensor, noise: Tensor, tau_u: float) -> Tensor:
+    """DCLR eq. 2, the loss the noise negatives climb:
+
+        L_U = mean_i [ -s(z1_i, z2_i)/tau_u + log sum_k exp(s(z1_i, noise_k)/tau_u) ]
+
+    Its positive term does not depend on the noise; it is kept so that L_U is the paper's quantity.
+    """
+    return (torch.logsumexp(cos_sim(z1, noise) / tau_u, dim=1) - paired_cos_sim(z1, z2) / tau_u).mean()
+
+
+@full_precision
+def dclr_noise_negatives(
+    z1: Tensor, z2: Tensor, init: Tensor, steps: int, beta: float, tau_u: float
+) -> Tensor:
+    """DCLR eqs. 1-4: move Gaussian noise vectors towards the points of the space where the batch is
+    least uniform, by ``steps`` normalised gradient-ascent steps on `non_uniformity_loss`:
+
+        g = grad_n L_U(z1, z2, n)        (z1, z2 detached)
+        n <- n + beta g / ||g||_2        (norm of each row)
+
+    Args:
+        z1: (N, H) anchors.
+        z2: (N, H) positives.
+        init: (K, H) starting noise; the caller draws it from N(0, sigma^2) with K = round(k N).
+        steps: number of ascent steps, >= 0.
+        beta: step size, >= 0.
+        tau_u: temperature of L_U, > 0.
+
+    Returns:
+        The (K, H) noise negatives, detached: they are inputs to the loss, not parameters.
+    """
+    z1, z2 = z1.detach(), z2.detach()
+    noise = upcast(init).detach()
+    if len(noise) == 0:
+        return noise
+    # The trainer may call the loss under no_grad (evaluation); the ascent needs a graph regardless.
+    with torch.enable_grad():
+        for _ in range(steps):
+            noise.requires_grad_(True)
+            (g,) = torch.autograd.grad(non_uniformity_loss(z1, z2, noise, tau_u), noise)
+            noise = (noise + beta * g / g.norm(dim=1, keepdim=True).clamp_min(EPS)).detach()
+    return noise
+
+
+@full_precision
+def debiased_info_nce(z1: Tensor, z2: Tensor, noise: Tensor, weights: Tensor, tau: float) -> Tensor:
+    """DCLR eq. 6, InfoNCE over weighted in-batch negatives plus noise negatives. With p_i = s(z1_i, z2_i)/tau:
+
+        l_i = -p_i + log( exp(p_i) + sum_{j != i} alpha_ij exp(s(z1_i, z2_j)/tau) + sum_k exp(s(z1_i, noise_k)/tau) )
+
+    A weight enters as log(alpha_ij) added to the logit, so alpha_ij = 0 removes that negative from the sum.
+    (The released code only zeroes the logit, which still leaves exp(0) = 1 in the sum.) Noise negatives
+    always have weight 1, as does the positive whatever the diagonal of ``weights`` holds.
+
+    Args:
+        z1: (N, H) anchors (first dropout view).
+        z2: (N, H) positives (second dropout view).
+        noise: (K, H) noise negatives, K >= 0 (see `dclr_noise_negatives`).
+        weights: (N, N) alpha, constants (see `false_negative_weights`).
+        tau: temperature, > 0.
+
+    Returns:
+        The mean of l_i over the N anchors, a 0-d tensor in float32 (float64 for float64 inputs).
+    """
+    log_weights = upcast(weights).detach().log().fill_diagonal_(0.0)
+    in_batch = cos_sim(z1, z2) / tau + log_weights
+    return _cross_entropy_diagonal(torch.cat([in_batch, cos_sim(z1, noise) / tau], dim=1))

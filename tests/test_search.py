@@ -1,0 +1,160 @@
+"""`raycse search` end to end: a real Ray runtime, real Optuna, a real SQLite MLflow store, a tiny BERT."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from raycse.cli import main
+
+SPACE = """\
+experiment: {experiment}
+model: {model}
+loss: focal
+train: {{batch_size: 8, max_steps: 4, eval_steps: 2, max_sentences: 160}}
+space:
+  tau: {{type: loguniform, low: 0.02, high: 0.2}}
+  m: {{type: uniform, low: 0.0, high: 0.6}}
+  {extra}
+published: {{tau: 0.07, m: 0.3}}
+search: {{num_samples: {num_samples}, seed: 0, test_eval: {test_eval}, scheduler: {{name: fifo}}}}
+resources: {{workers: 1, cpus_per_worker: 2}}
+"""
+
+
+def write_space(tmp_path: Path, model: Path, experiment: str, num_samples: int, test_eval: str = "best",
+                extra: str = "") -> Path:
+    path = tmp_path / f"{experiment}.yaml"
+    path.write_text(SPACE.format(experiment=experiment, model=model, num_samples=num_samples, test_eval=test_eval,
+                                 extra=extra))
+    return path
+
+
+def child_runs(client: MlflowClient, experiment: str) -> tuple[object, list]:
+    exp = client.get_experiment_by_name(experiment)
+    runs = client.search_runs([exp.experiment_id], max_results=100)
+    parents = [r for r in runs if "raycse.search" in r.data.tags]
+    assert len(parents) == 1, "exactly one parent run per search"
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parents[0].info.run_id]
+    return parents[0], children
+
+
+@pytest.fixture
+def ray_session():
+    import ray
+
+    yield
+    ray.shutdown()
+
+
+@pytest.mark.timeout(600)
+def test_two_trial_search_records_runs_params_metrics_and_checkpoint(tmp_path, tiny_bert_dir, ray_session, capsys):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    space = write_space(tmp_path, tiny_bert_dir, "tiny-search", num_samples=2)
+    code = main(["search", "--space", str(space), "--tracking-uri", uri, "--storage-path", str(tmp_path / "ray")])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "CPU budget" in out or "cpu budget" in out  # no GPU here, and the output says so
+    assert "Best checkpoint:" in out
+
+    client = MlflowClient(tracking_uri=uri)
+    parent, children = child_runs(client, "tiny-search")
+    assert parent.info.status == "FINISHED"
+    assert len(children) == 2
+    for run in children:
+        assert run.info.status == "FINISHED"
+        assert {"tau", "m", "lr", "batch_size"} <= set(run.data.params)
+        history = client.get_metric_history(run.info.run_id, "stsb_dev")
+        assert [m.step for m in history] == [2, 4]  # step-indexed dev curve, scored twice
+        assert all(-100 <= m.value <= 100 for m in history)
+        assert run.data.tags["raycse.status"] == "finished"
+    # the paper's point runs first, so the search can only improve on it
+    published = [r for r in children if float(r.data.params["tau"]) == 0.07 and float(r.data.params["m"]) == 0.3]
+    assert len(published) == 1
+
+    # the best checkpoint is an artifact of the parent, registered as a model version, and loads
+    artifacts = {a.path for a in client.list_artifacts(parent.info.run_id, "best_checkpoint")}
+    assert {"best_checkpoint/config.json", "best_checkpoint/modules.json"} <= artifacts
+    assert any(a.path.endswith(".yaml") for a in client.list_artifacts(parent.info.run_id))
+    versions = client.search_model_versions("name='tiny-search'")
+    assert len(versions) == 1 and versions[0].run_id == parent.info.run_id
+    best_dev = parent.data.metrics["best_stsb_dev"]
+    assert best_dev == pytest.approx(max(r.data.metrics["best_stsb_dev"] for r in children))
+    for key in ("STS12", "STS16", "STSBenchmark", "SICKRelatedness", "avg"):
+        assert key in parent.data.metrics  # test_eval: best -> the best checkpoint's seven figures
+
+    from sentence_transformers import SentenceTransformer
+
+    local = client.download_artifacts(parent.info.run_id, "best_checkpoint", str(tmp_path / "dl"))
+    assert SentenceTransformer(local, device="cpu").encode(["a test sentence"]).shape == (1, 32)
+
+
+@pytest.mark.timeout(600)
+def test_a_diverging_trial_is_recorded_and_the_search_goes_on(tmp_path, tiny_bert_dir, ray_session, capsys):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    # lr 1e30 blows the weights up to inf within a step or two; the published point uses it, so it runs first
+    space = write_space(tmp_path, tiny_bert_dir, "diverge", num_samples=2, test_eval="none",
+                        extra="lr: {type: categorical, choices: [1.0e+30, 3.0e-5]}")
+    space.write_text(space.read_text().replace("published: {tau: 0.07, m: 0.3}",
+                                               "published: {tau: 0.07, m: 0.3, lr: 1.0e+30}"))
+    code = main(["search", "--space", str(space), "--tracking-uri", uri, "--storage-path", str(tmp_path / "ray")])
+    assert code == 0
+    client = MlflowClient(tracking_uri=uri)
+    _, children = child_runs(client, "diverge")
+    by_lr = {float(r.data.params["lr"]): r for r in children}
+    assert len(children) == 2 and 1e30 in by_lr
+    diverged = by_lr[1e30]
+    assert diverged.info.status == "FAILED"
+    assert diverged.data.tags["raycse.status"] == "diverged"
+    assert "non-finite" in diverged.data.tags["raycse.error"]
+    assert any(r.data.tags.get("raycse.status") == "finished" for r in children)
+
+
+def _run_cli(args: list[str], log: Path) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    return subprocess.Popen([sys.executable, "-m", "raycse.cli", *args], stdout=log.open("w"), stderr=subprocess.STDOUT,
+                            env=env, start_new_session=True)
+
+
+@pytest.mark.timeout(900)
+def test_resume_after_the_driver_is_killed(tmp_path, tiny_bert_dir):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    space = write_space(tmp_path, tiny_bert_dir, "killed", num_samples=3, test_eval="none")
+    args = ["search", "--space", str(space), "--tracking-uri", uri, "--storage-path", str(tmp_path / "ray")]
+    log = tmp_path / "first.log"
+    driver = _run_cli(args, log)
+    deadline = time.time() + 400
+    while time.time() < deadline and driver.poll() is None and "finished: best" not in log.read_text():
+        time.sleep(0.5)
+    assert driver.poll() is None, "the search ended before it could be killed:\n" + log.read_text()[-3000:]
+    os.killpg(driver.pid, signal.SIGKILL)  # the driver and the Ray runtime it started, mid-search
+    driver.wait()
+
+    resumed = subprocess.run([sys.executable, "-m", "raycse.cli", *args, "--resume"], capture_output=True, text=True,
+                             timeout=600, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    assert "Resuming search" in resumed.stdout
+
+    client = MlflowClient(tracking_uri=uri)
+    _, children = child_runs(client, "killed")
+    trial_ids = [r.data.tags["raycse.trial_id"] for r in children]
+    assert len(trial_ids) == 3 and len(set(trial_ids)) == 3  # no lost and no duplicated trial
+    assert all(r.info.status != "RUNNING" for r in children)
+    assert all(r.data.tags.get("raycse.status") == "finished" for r in children)
+    state = json.loads((tmp_path / "ray" / "killed" / "raycse_search.json").read_text())
+    assert state["parent_run_id"] == child_runs(client, "killed")[0].info.run_id
+
+
+def test_resume_without_a_search_is_a_clean_error(tmp_path, tiny_bert_dir, capsys):
+    space = write_space(tmp_path, tiny_bert_dir, "nothing", num_samples=1)
+    code = main(["search", "--space", str(space), "--storage-path", str(tmp_path / "ray"), "--resume",
+                 "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}"])
+    assert code == 2
+    assert "no search to resume" in capsys.readouterr().err

@@ -1,0 +1,119 @@
+"""Search-space files: every shipped file validates, and each kind of mistake gets a one-line error naming the key."""
+from pathlib import Path
+
+import pytest
+
+from raycse.cli import main
+from raycse.errors import ConfigError
+from raycse.space import load_space
+
+ROOT = Path(__file__).resolve().parents[1]
+SHIPPED = sorted((ROOT / "search_spaces").glob("*.yaml"))
+
+GOOD = """\
+experiment: t
+loss: focal
+train: {batch_size: 8, max_steps: 4, eval_steps: 2}
+space:
+  tau: {type: loguniform, low: 0.02, high: 0.2}
+  m: {type: uniform, low: 0.0, high: 0.6}
+published: {tau: 0.07, m: 0.3}
+"""
+
+
+def test_shipped_space_files_validate():
+    names = {p.stem for p in SHIPPED}
+    assert {"simcse", "focal", "imsimcse", "dclr", "barlow", "all"} <= names
+    for path in SHIPPED:
+        space = load_space(path)
+        assert space.points_to_evaluate(), f"{path.name} evaluates no published point"
+        assert space.cpu_budget, f"{path.name} has no cpu_budget"
+
+
+def test_focal_space_centres_on_the_paper():
+    space = load_space(ROOT / "search_spaces" / "focal.yaml")
+    assert space.points_to_evaluate() == [{"tau": 0.07, "m": 0.3}]
+    assert set(space.families["focal"].space) == {"tau", "m"}
+
+
+def test_conditional_space_prefixes_family_parameters():
+    space = load_space(ROOT / "search_spaces" / "all.yaml")
+    assert space.conditional and len(space.families) >= 4
+    points = space.points_to_evaluate()
+    assert {p["loss"] for p in points} == set(space.families)
+    config = space.trial_config({"loss": "imsimcse", "imsimcse": {"tau": 0.1, "lambda": 0.2}})
+    assert config.loss == "imsimcse" and config.hparams["tau"] == 0.1 and config.hparams["lambda"] == 0.2
+
+
+def test_define_by_run_with_real_optuna():
+    import optuna
+
+    space = load_space(ROOT / "search_spaces" / "all.yaml")
+    study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=0))
+    families = set()
+    for _ in range(12):
+        trial = study.ask()
+        space.define_by_run(trial)
+        family = trial.params["loss"]
+        families.add(family)
+        assert all(name == "loss" or name.startswith(f"{family}/") for name in trial.params)
+        study.tell(trial, 0.0)
+    assert len(families) >= 2
+
+
+@pytest.mark.parametrize("text, culprit", [
+    ("loss: focal\nspace: {tau: {type: uniform, low: 0.1, high: 0.05}}\n", "space.tau"),
+    ("loss: focal\nspace: {tau: {type: loguniform, low: 0.0, high: 0.05}}\n", "space.tau.low"),
+    ("loss: focal\nspace: {tau: {type: gaussian, low: 0.1, high: 0.5}}\n", "space.tau.type"),
+    ("loss: focall\n", "unknown loss 'focall'"),
+    ("loss: simcse\nspace: {m: {type: uniform, low: 0.1, high: 0.5}}\n", "does not take 'm'"),
+    ("loss: focal\nlearning_rate: 0.1\n", "unknown key 'learning_rate'"),
+    ("loss: focal\ntrain: {batch_sise: 8}\n", "batch_sise"),
+    ("loss: focal\ntrain: {batch_size: 0}\n", "batch_size"),
+    ("loss: dclr\nspace: {phi: {type: uniform, low: 0.5, high: 1.5}}\n", "phi"),
+    ("loss: dclr\nspace: {k: {type: uniform, low: -1, high: 1}}\n", "k"),
+    ("loss: focal\nspace: {tau: {type: uniform, low: -0.1, high: 0.1}}\n", "tau"),
+    ("loss: focal\npublished: {lr: 0.1}\n", "published.lr"),
+    ("loss: focal\nsearch: {num_samples: 0}\n", "num_samples"),
+    ("loss: focal\nresources: {gpus: 1}\n", "resources.gpus"),
+    ("loss: focal\nspace: [1, 2\n", "YAML syntax error at line"),
+    ("- just\n- a list\n", "mapping"),
+    ("loss: focal\ncorpus: /no/such/corpus.txt\n", "/no/such/corpus.txt"),
+    ("loss: focal\nmodel: /no/such/model\n", "/no/such/model"),
+    ("loss: focal\ncpu_budget: {train: {max_stepz: 3}}\n", "cpu_budget.train.max_stepz"),
+])
+def test_bad_space_files_name_the_culprit(tmp_path, text, culprit):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as err:
+        load_space(path)
+    message = str(err.value)
+    assert culprit in message and "\n" not in message
+    assert str(path) in message or "does not exist" in message
+
+
+def test_cli_search_with_bad_space_exits_2_and_writes_nothing(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "bad.yaml"
+    path.write_text("loss: focal\nspace: {tau: {type: uniform, low: 0.3, high: 0.1}}\n")
+    assert main(["search", "--space", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("raycse: error:") and len(err.splitlines()) == 1 and "space.tau" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.yaml"]  # no mlflow.db, no ray_results
+
+
+def test_missing_and_binary_space_files(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_space(tmp_path / "nope.yaml")
+    binary = tmp_path / "bin.yaml"
+    binary.write_bytes(b"loss: \xff\xfe focal\n")
+    with pytest.raises(ConfigError, match="UTF-8"):
+        load_space(binary)
+
+
+def test_good_space_round_trip(tmp_path):
+    path = tmp_path / "good.yaml"
+    path.write_text(GOOD)
+    space = load_space(path)
+    config = space.trial_config({"tau": 0.1, "m": 0.2})
+    assert (config.loss, config.hparams, config.batch_size) == ("focal", {"tau": 0.1, "m": 0.2}, 8)
