@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from scipy.stats import spearmanr
 
 from raycse.errors import ConfigError
+from raycse.model import Encoder
 
 Encode = Callable[[list[str]], torch.Tensor]
 
@@ -58,7 +59,8 @@ RESULTS_OF_TASKS = {
 _STSB_FILES = {"STSBenchmark-dev": "sts-dev.csv", "STSBenchmark-test": "sts-test.csv"}
 _SICK_FILES = {"SICK-dev": "SICK_trial.txt", "SICK-test": "SICK_test_annotated.txt"}
 
-# SimCSE (footnote 3): "We take STS-B pairs with a score higher than 4 as p_pos and all STS-B sentences as p_data."
+# SimCSE (footnote 3) takes "STS-B pairs with a score higher than 4" as p_pos; issue #2 states gold >= 4, and
+# where an issue states a formula it is the contract (264 STS-B dev pairs rather than 208).
 ALIGNMENT_MIN_GOLD = 4.0
 
 
@@ -170,7 +172,7 @@ class _DistinctSentences:
     def rows(self, sentences: list[str]) -> torch.Tensor:
         return torch.tensor([self._row_of[sentence] for sentence in sentences], dtype=torch.long)
 
-    def encode(self, encode: Encode) -> torch.Tensor:
+    def encode_with(self, encode: Encode) -> torch.Tensor:
         embeddings = encode(self.sentences)
         if embeddings.shape[0] != len(self.sentences):
             raise ValueError(f"encode returned {embeddings.shape[0]} embeddings for {len(self.sentences)} sentences")
@@ -178,8 +180,8 @@ class _DistinctSentences:
 
 
 def _cosines(embeddings: torch.Tensor, rows1: torch.Tensor, rows2: torch.Tensor) -> np.ndarray:
-    # float64 so that near-ties between pairs rank the same on every machine. A zero vector gets cosine 0,
-    # as SentEval's nan_to_num gives it.
+    # In float64, so rounding does not reorder nearly equal cosines. A zero vector gets cosine 0, as
+    # SentEval's nan_to_num gives it.
     return F.cosine_similarity(embeddings[rows1].double(), embeddings[rows2].double(), dim=-1).numpy()
 
 
@@ -190,7 +192,7 @@ def _pair_cosines(embeddings: torch.Tensor, distinct: _DistinctSentences, pairs:
 def score_pairs(encode: Encode, pairs: STSPairs) -> np.ndarray:
     """Cosine similarity of each pair's embeddings; each distinct sentence (either side) is encoded once."""
     distinct = _DistinctSentences([pairs])
-    return _pair_cosines(distinct.encode(encode), distinct, pairs)
+    return _pair_cosines(distinct.encode_with(encode), distinct, pairs)
 
 
 def sts_task_spearman(encode: Encode, name: str, data_dir: str | Path | None = None) -> float:
@@ -218,7 +220,7 @@ class StsbDevEvaluator:
         self._rows2 = self._distinct.rows(self.pairs.sentences2)
 
     def __call__(self, encode: Encode) -> float:
-        embeddings = self._distinct.encode(encode)
+        embeddings = self._distinct.encode_with(encode)
         return spearman_x100(_cosines(embeddings, self._rows1, self._rows2), self.pairs.scores)
 
 
@@ -238,14 +240,14 @@ def alignment_uniformity(encode: Encode, data_dir: str | Path | None = None) -> 
     """
     pairs = load_sts_task("STSBenchmark-dev", data_dir)["all"]
     distinct = _DistinctSentences([pairs])
-    return _alignment_uniformity(distinct.encode(encode), distinct, pairs)
+    return _alignment_uniformity(distinct.encode_with(encode), distinct, pairs)
 
 
 def _alignment_uniformity(
     embeddings: torch.Tensor, distinct: _DistinctSentences, pairs: STSPairs
 ) -> tuple[float, float]:
     normalised = F.normalize(embeddings.double(), dim=-1)
-    positive = np.flatnonzero(pairs.scores > ALIGNMENT_MIN_GOLD)
+    positive = np.flatnonzero(pairs.scores >= ALIGNMENT_MIN_GOLD)
     rows1 = distinct.rows([pairs.sentences1[i] for i in positive])
     rows2 = distinct.rows([pairs.sentences2[i] for i in positive])
     alignment = (normalised[rows1] - normalised[rows2]).norm(dim=1).pow(2).mean()
@@ -262,13 +264,11 @@ def evaluate_encoder(encode: Encode, tasks: str = "stsb-dev", data_dir: str | Pa
 
     Every distinct sentence of every requested data set is encoded in ONE call to `encode`, then scored.
     """
-    if tasks not in RESULTS_OF_TASKS:
-        raise ConfigError(f"unknown tasks {tasks!r} (choose from {', '.join(RESULTS_OF_TASKS)})")
-    wanted = RESULTS_OF_TASKS[tasks]
+    wanted = _results_of(tasks)
     correlation_keys = [key for key in wanted if key in SPLIT_OF_RESULT]
     pairs_of = {key: concatenate(load_sts_task(SPLIT_OF_RESULT[key], data_dir).values()) for key in correlation_keys}
     distinct = _DistinctSentences(pairs_of.values())
-    embeddings = distinct.encode(encode)
+    embeddings = distinct.encode_with(encode)
 
     results = {
         key: spearman_x100(_pair_cosines(embeddings, distinct, pairs), pairs.scores)
@@ -282,6 +282,12 @@ def evaluate_encoder(encode: Encode, tasks: str = "stsb-dev", data_dir: str | Pa
     return {key: results[key] for key in wanted}
 
 
+def _results_of(tasks: str) -> tuple[str, ...]:
+    if tasks not in RESULTS_OF_TASKS:
+        raise ConfigError(f"unknown tasks {tasks!r} (choose from {', '.join(RESULTS_OF_TASKS)})")
+    return RESULTS_OF_TASKS[tasks]
+
+
 def run_eval(
     model: str,
     pooler: str,
@@ -291,10 +297,7 @@ def run_eval(
     trust_remote_code: bool = False,
 ) -> dict[str, float]:
     """Load `model` ('minilm', a directory or a hub id) and report `evaluate_encoder`'s figures for `pooler`."""
-    from raycse.model import Encoder  # torch/transformers model code is needed only here
-
-    if tasks not in RESULTS_OF_TASKS:  # fail before the (slow) model load
-        raise ConfigError(f"unknown tasks {tasks!r} (choose from {', '.join(RESULTS_OF_TASKS)})")
+    _results_of(tasks)  # a typo fails before the (slow) model load
     encoder = Encoder.from_pretrained(model, pooler=pooler, trust_remote_code=trust_remote_code)
     if pooler == "cls" and not encoder.mlp_from_checkpoint:
         warnings.warn(

