@@ -90,12 +90,17 @@ def run_trial(sampled: dict, space: SearchSpace) -> None:
 
 
 # ------------------------------------------------------------------------------ driver-side MLflow
+def say(message: str) -> None:
+    """The search's progress lines (a module function: Tune pickles the callback that holds it)."""
+    print(message, flush=True)
+
+
 def _make_callback_class():
     """The Tune callback that writes every trial to MLflow from the driver (built lazily: Ray imports late)."""
     from ray import tune
 
     class MlflowSearchCallback(tune.Callback):
-        def __init__(self, tracking_uri: str, experiment: str, parent_run_id: str, space: SearchSpace, log=print):
+        def __init__(self, tracking_uri: str, experiment: str, parent_run_id: str, space: SearchSpace, log=say):
             self.tracking_uri, self.experiment, self.parent_run_id, self.space = tracking_uri, experiment, parent_run_id, space
             self.log = log
             self.run_ids: dict[str, str] = {}
@@ -225,7 +230,7 @@ def experiment_dir_name(experiment: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", experiment).strip("-") or "raycse"
 
 
-def run_search(space: SearchSpace, options: SearchOptions, log=print) -> SearchSummary:
+def run_search(space: SearchSpace, options: SearchOptions, log=say) -> SearchSummary:
     import ray
     from ray import tune
     from ray.tune.schedulers import ASHAScheduler, FIFOScheduler

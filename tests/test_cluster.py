@@ -313,39 +313,31 @@ def fake_gpu_cluster(config: dict):
             shutil.rmtree(temp_dir, ignore_errors=True)
 
 
-def run_search(storage_path: Path) -> list[str]:
-    """Run a 2-trial search on the connected cluster; return the node id each trial ran on.
+FAKE_CLUSTER_SPACE = """\
+experiment: fake-cluster
+model: {model}
+loss: simcse
+train: {{batch_size: 8, max_steps: 4, eval_steps: 2, max_sentences: 160}}
+space: {{tau: {{type: loguniform, low: 0.02, high: 0.2}}}}
+published: {{tau: 0.05}}
+search: {{num_samples: 2, seed: 0, test_eval: none, scheduler: {{name: fifo}}}}
+resources: {{workers: 1, cpus_per_worker: 2, gpus_per_worker: 1}}
+"""
 
-    Stand-in for `raycse search`: a plain Ray Tune run whose trials need one GPU each. To test the
-    real thing, replace the body with (tried by hand: passes in ~95 s, both trials on fake workers)
 
-        space = <a 2-trial space file: the tiny BERT of conftest's `tiny_bert_dir`, `train: {batch_size: 8,
-                 max_steps: 4, eval_steps: 2, max_sentences: 160}`, `scheduler: {name: fifo}`,
-                 `resources: {workers: 1, cpus_per_worker: 2, gpus_per_worker: 1}`>
-        assert raycse.cli.main(["search", "--space", str(space), "--storage-path", str(storage_path),
-                                "--tracking-uri", f"sqlite:///{storage_path.parent}/mlflow.db"]) == 0
-        return trial_node_ids()
+def run_search(storage_path: Path, model_dir: Path) -> list[str]:
+    """Run a real 2-trial `raycse search` on the connected cluster; return the node id each trial ran on.
 
-    RAY_ADDRESS points at the fake cluster, so raycse picks its full (GPU) budget; the fake GPUs
-    have no CUDA device behind them and raycse's trainer falls back to the CPU. Keep the test's
-    `ray.init(..., log_to_driver=False)`: with the default True, Ray replaces `print` in the driver and
-    Tune then fails to pickle raycse's callback (which holds `log=print`).
+    RAY_ADDRESS points at the fake cluster, so raycse picks the file's full (GPU) settings; the fake GPUs
+    have no CUDA device behind them and the trainer falls back to the CPU.
     """
-    from ray import tune
+    from raycse.cli import main
 
-    def trainable(config):
-        tune.report({"node_id": ray.get_runtime_context().get_node_id(),
-                     "gpu_ids": len(ray.get_gpu_ids()), "x": config["x"]})
-
-    tuner = tune.Tuner(
-        tune.with_resources(trainable, {"CPU": 1, "GPU": 1}),
-        param_space={"x": tune.grid_search([1, 2])},
-        run_config=tune.RunConfig(name="fake-gpu-search", storage_path=str(storage_path), verbose=0),
-    )
-    results = tuner.fit()
-    assert not results.errors, results.errors
-    assert all(result.metrics["gpu_ids"] == 1 for result in results), "each trial holds one (fake) GPU"
-    return [result.metrics["node_id"] for result in results]
+    space = storage_path.parent / "fake-cluster.yaml"
+    space.write_text(FAKE_CLUSTER_SPACE.format(model=model_dir))
+    assert main(["search", "--space", str(space), "--storage-path", str(storage_path),
+                 "--tracking-uri", f"sqlite:///{storage_path.parent}/mlflow.db"]) == 0
+    return trial_node_ids()
 
 
 def trial_node_ids() -> list[str]:
@@ -362,7 +354,7 @@ def trial_node_ids() -> list[str]:
 
 
 @pytest.mark.timeout(600)
-def test_fake_gpu_cluster_places_trials_on_gpu_workers(tmp_path, monkeypatch):
+def test_fake_gpu_cluster_places_trials_on_gpu_workers(tmp_path, monkeypatch, tiny_bert_dir):
     config = _load("fake-gpu.yaml")
     gpu_types = {name: t["resources"] for name, t in config["available_node_types"].items()
                  if t["resources"].get("GPU", 0) >= 1}
@@ -374,7 +366,7 @@ def test_fake_gpu_cluster_places_trials_on_gpu_workers(tmp_path, monkeypatch):
         head_id = ray.get_runtime_context().get_node_id()
         started = time.monotonic()
 
-        trial_nodes = run_search(tmp_path / "ray_results")
+        trial_nodes = run_search(tmp_path / "ray_results", tiny_bert_dir)
 
         elapsed = time.monotonic() - started
         nodes = {n["NodeID"]: n for n in ray.nodes()}
