@@ -93,6 +93,8 @@ def _add_train(sub) -> None:
                                                              "(default: the bundled Wikipedia sample)")
     p.add_argument("--sup-data", default=None, help="SimCSE's NLI csv (sent0, sent1, hard_neg)")
     p.add_argument("--max-sentences", type=int, default=None)
+    p.add_argument("--replace-bad-bytes", action="store_true", help="decode non-UTF-8 corpus bytes as U+FFFD "
+                                                                    "instead of stopping with an error")
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument("--workers", type=int, default=1, help="data-parallel workers through Ray Train")
     p.add_argument("--gpus-per-worker", type=float, default=None, help="default: 1 if CUDA is available, else 0")
@@ -116,14 +118,22 @@ def _train_config(args):
         import torch
 
         gpus = 1.0 if torch.cuda.is_available() else 0.0
-    return TrainConfig(
+    config = TrainConfig(
         model=args.model, loss=args.loss, reg=args.reg, hparams=hparams, pooler=args.pooler,
         eval_pooler=args.eval_pooler, batch_size=args.batch_size, lr=args.lr, epochs=args.epochs,
         max_steps=args.max_steps, eval_steps=args.eval_steps, max_len=args.max_len, corpus=args.corpus,
         sup_data=args.sup_data, max_sentences=args.max_sentences, seed=args.seed, workers=args.workers,
         gpus_per_worker=gpus, complementary=args.complementary, precision=args.precision, compile=args.compile,
         test_eval=not args.no_test_eval, trust_remote_code=args.trust_remote_code, output_dir=args.output_dir,
-    ).validate()
+        replace_bad_bytes=args.replace_bad_bytes,
+    )
+    try:
+        return config.validate()
+    except ConfigError as err:  # name the flag the user typed, not the dataclass field behind it
+        field, _, rest = str(err).partition(":")
+        if rest and field in vars(config):
+            raise ConfigError(f"--{field.replace('_', '-')}:{rest}") from None
+        raise
 
 
 def _cmd_train(args) -> int:

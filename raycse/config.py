@@ -37,6 +37,7 @@ class TrainConfig:
     max_len: int = 32
     corpus: str = BUNDLED_CORPUS               # text file, http(s) URL or hf:NAME[:split[:column]]
     sup_data: str | None = None                # SimCSE's NLI csv (sent0, sent1, hard_neg) for supervised losses
+    replace_bad_bytes: bool = False            # decode non-UTF-8 corpus bytes as U+FFFD instead of failing
     max_sentences: int | None = None           # use only the first N sentences / triplets of the data
     seed: int = 42
     workers: int = 1

@@ -90,8 +90,8 @@ def run_training(config: TrainConfig, tracking_uri: str | None = None) -> dict:
 
             if not ray.is_initialized():
                 ray.init(include_dashboard=False)
-            torch_trainer(_train_worker, config, cpus_per_worker=1, storage_path=tempfile.mkdtemp(prefix="raycse-"),
-                          name="train").fit()
+            with tempfile.TemporaryDirectory(prefix="raycse-") as ray_storage:  # Ray Train's own run state
+                torch_trainer(_train_worker, config, cpus_per_worker=1, storage_path=ray_storage, name="train").fit()
             results = json.loads((Path(config.output_dir) / "results.json").read_text())
             if tracker:
                 for point in results["dev_curve"]:

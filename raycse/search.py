@@ -52,7 +52,7 @@ def _worker_loop(loop_config: dict) -> None:
     from raycse.trainer import train
 
     config = TrainConfig(**loop_config["config"])
-    config.output_dir = tempfile.mkdtemp(prefix="raycse-worker-")
+    config.output_dir = tempfile.mkdtemp(prefix="raycse-worker-")  # local; checkpoints persist via ray.train.report
 
     def on_eval(report) -> None:
         checkpoint = ray.train.Checkpoint.from_directory(report.checkpoint) if report.checkpoint else None

@@ -188,7 +188,7 @@ class StepRunner:
 def load_examples(config: TrainConfig) -> list:
     if config.sup_data is not None:
         return read_nli_triplets(config.sup_data, max_rows=config.max_sentences)
-    return read_corpus(config.corpus, max_sentences=config.max_sentences)
+    return read_corpus(config.corpus, max_sentences=config.max_sentences, replace_bad_bytes=config.replace_bad_bytes)
 
 
 def load_complementary(config: TrainConfig, device: torch.device) -> Encoder:
@@ -260,7 +260,7 @@ def train(config: TrainConfig,
                 train_seconds += time.perf_counter() - window_start
                 stsb_dev = dev_evaluator(encode) if dev_evaluator is not None else 0.0
                 stsb_dev = dist_utils.broadcast_float(stsb_dev, device)
-                improved = stsb_dev > best_stsb_dev
+                improved = stsb_dev > best_stsb_dev or best_step == 0  # the first evaluation always saves
                 if improved:
                     best_stsb_dev, best_step = stsb_dev, step
                     if rank == 0:

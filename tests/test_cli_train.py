@@ -72,7 +72,7 @@ BAD_INPUT = {
     "tau-negative": (lambda a, t: _replace(a, "--tau", "-0.1"), ["tau=-0.1"]),
     "phi-above-1": (lambda a, t: _replace(_drop_focal(a), "--loss", "dclr") + ["--phi", "1.5"], ["phi=1.5"]),
     "k-negative": (lambda a, t: _replace(_drop_focal(a), "--loss", "dclr") + ["--k", "-1"], ["k=-1"]),
-    "batch-size-zero": (lambda a, t: _replace(a, "--batch-size", "0"), ["batch_size", "0"]),
+    "batch-size-zero": (lambda a, t: _replace(a, "--batch-size", "0"), ["--batch-size", "0"]),
     "unknown-flag": (lambda a, t: a + ["--tua", "0.05"], ["--tua"]),
     "missing-corpus": (lambda a, t: _replace(a, "--corpus", str(t / "no-such-corpus.txt")), ["no-such-corpus.txt"]),
     "empty-corpus": (lambda a, t: _replace(a, "--corpus", str(_write(t / "empty.txt", b"\n \n"))), ["empty"]),
