@@ -58,7 +58,7 @@ def format_search_summary(summary, space) -> str:
         rows = {"raycse best": summary.best_test}
         paper = (space.paper or {}).get(summary.best.family)
         if paper:
-            rows["paper (reported)"] = paper
+            rows["paper (reported, BERT-base)"] = paper
         out.append(test_row_table(rows))
     out.append(f"Best checkpoint: {summary.best_checkpoint}")
     out.append(f"MLflow: parent run {summary.parent_run_id}, registered model {summary.experiment!r} "

@@ -27,7 +27,7 @@ TOP_KEYS = {"experiment", "description", "model", "corpus", "loss", "reg", "trai
 SEARCH_KEYS = {"num_samples", "max_concurrent", "seed", "scheduler", "test_eval"}
 SCHEDULER_KEYS = {"name", "grace_evals", "reduction_factor"}
 RESOURCE_KEYS = {"workers", "gpus_per_worker", "cpus_per_worker"}
-BUDGET_KEYS = {"num_samples", "train", "resources", "test_eval", "max_concurrent"}
+BUDGET_KEYS = {"num_samples", "train", "resources", "test_eval", "max_concurrent", "scheduler"}
 TEST_EVAL = ("all", "best", "none")
 
 
@@ -125,6 +125,7 @@ class SearchSpace:
         self.num_samples = budget.get("num_samples", self.num_samples)
         self.max_concurrent = budget.get("max_concurrent", self.max_concurrent)
         self.test_eval = budget.get("test_eval", self.test_eval)
+        self.scheduler = {**self.scheduler, **budget.get("scheduler", {})}
         if "train" in budget:
             self.base = dataclasses.replace(self.base, **budget["train"])
         if "resources" in budget:
@@ -175,6 +176,8 @@ def parse_space(raw: dict, where: str) -> SearchSpace:
                     {f.name for f in dataclasses.fields(TrainConfig)}, where, "cpu_budget.train.")
         _no_unknown(_mapping(budget.get("resources", {}), where, "cpu_budget.resources"), RESOURCE_KEYS,
                     where, "cpu_budget.resources.")
+        _no_unknown(_mapping(budget.get("scheduler", {}), where, "cpu_budget.scheduler"), SCHEDULER_KEYS,
+                    where, "cpu_budget.scheduler.")
     space = SearchSpace(
         path=where,
         experiment=str(raw.get("experiment") or f"raycse-{Path(where).stem}"),

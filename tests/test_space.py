@@ -117,3 +117,14 @@ def test_good_space_round_trip(tmp_path):
     space = load_space(path)
     config = space.trial_config({"tau": 0.1, "m": 0.2})
     assert (config.loss, config.hparams, config.batch_size) == ("focal", {"tau": 0.1, "m": 0.2}, 8)
+
+
+def test_cpu_budgets_score_every_trial_on_stsb_dev_at_least_twice():
+    for path in SHIPPED:
+        space = load_space(path)
+        space.apply_cpu_budget()
+        assert space.budget == "cpu" and space.num_samples >= 4
+        evals = space.base.max_steps // space.base.eval_steps
+        assert evals >= 2, path.name
+        # ASHA may stop a trial only after grace_evals evaluations
+        assert space.scheduler["name"] == "fifo" or space.scheduler["grace_evals"] >= 2, path.name
