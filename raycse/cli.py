@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -21,6 +22,24 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # noqa: D401 - argparse API
         raise ConfigError(message)
+
+
+def _check_writable_dir(flag: str, path: Path) -> None:
+    """A directory we will create or fill must be one, or be creatable: fail now, before any work."""
+    if path.exists():
+        if not path.is_dir():
+            raise ConfigError(f"{flag}: {str(path)!r} exists and is not a directory")
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise ConfigError(f"{flag}: {str(path)!r} is not writable")
+        return
+    first_missing = path
+    while not first_missing.parent.exists():
+        first_missing = first_missing.parent
+    try:  # the only sure test is to try; what this creates is removed again, so nothing is left behind
+        path.mkdir(parents=True)
+    except OSError as err:
+        raise ConfigError(f"{flag}: cannot create {str(path)!r}: {err.strerror}") from None
+    shutil.rmtree(first_missing)
 
 
 def _write_json(path: str, payload: dict) -> None:
@@ -54,6 +73,10 @@ def _cmd_eval(args) -> int:
         raise ConfigError(f"--pooler: unknown pooler {args.pooler!r} (choose from {', '.join(POOLERS)})")
     if args.batch_size < 1:
         raise ConfigError(f"--batch-size: must be >= 1, got {args.batch_size}")
+    if args.output:
+        if Path(args.output).is_dir():
+            raise ConfigError(f"--output: {args.output!r} is a directory; give a file name")
+        _check_writable_dir("--output", Path(args.output).expanduser().parent)
     results = run_eval(args.model, pooler=args.pooler, tasks=args.tasks, batch_size=args.batch_size,
                        max_len=args.max_len, trust_remote_code=args.trust_remote_code)
     print(format_table(results, title=f"{args.model} ({args.pooler})"))
@@ -141,12 +164,17 @@ def _cmd_train(args) -> int:
     from raycse.launch import run_training
 
     config = _train_config(args)
-    output = Path(config.output_dir)
-    if output.exists() and any(output.iterdir()):
+    output = Path(config.output_dir).expanduser()
+    _check_writable_dir("--output-dir", output)
+    if output.is_dir() and any(output.iterdir()):
         raise ConfigError(f"--output-dir: {str(output)!r} exists and is not empty")
     from raycse.trainer import load_examples
 
     GlobalBatches(load_examples(config), config.batch_size * config.workers, config.seed)  # data errors now, not later
+    from raycse.model import check_loadable
+
+    for model in filter(None, (config.model, config.complementary)):
+        check_loadable(model, config.trust_remote_code)
     tracking_uri = None
     if not args.no_mlflow:
         from raycse.tracking import resolve_tracking_uri
@@ -194,6 +222,8 @@ def _cmd_search(args) -> int:
         if value is not None and value < 1:
             raise ConfigError(f"--{flag.replace('_', '-')}: must be >= 1, got {value}")
     space = load_space(args.space)
+    if "://" not in args.storage_path:
+        _check_writable_dir("--storage-path", Path(args.storage_path).expanduser())
     options = SearchOptions(tracking_uri=resolve_tracking_uri(args.tracking_uri), storage_path=args.storage_path,
                             resume=args.resume, num_samples=args.num_samples, max_concurrent=args.max_concurrent,
                             seed=args.seed, budget=args.budget)
@@ -280,13 +310,17 @@ def _quiet_libraries() -> None:
 
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")  # an unreachable server fails in seconds
     logging.getLogger("mlflow").setLevel(logging.WARNING)
     logging.getLogger("alembic").setLevel(logging.WARNING)
     try:
         from transformers.utils import logging as hf_logging
 
+        from huggingface_hub.utils import logging as hub_logging
+
         hf_logging.disable_progress_bar()
         hf_logging.set_verbosity_error()
+        hub_logging.set_verbosity_error()  # offline: one error line, not ten retry warnings
     except ImportError:
         pass
 
@@ -307,6 +341,17 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("raycse: interrupted", file=sys.stderr)
         return 130
+    except OSError as err:  # disk full, permission denied, ...: the user's environment, not a bug
+        if debug:
+            raise
+        print(f"raycse: error: {err}", file=sys.stderr)
+        return 1
+    except Exception as err:  # a bug or a library failure: one line, the traceback behind --debug
+        if debug:
+            raise
+        message = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        print(f"raycse: error: {type(err).__name__}: {message} (run with --debug for the traceback)", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -267,6 +267,18 @@ def _read_saved_pooler(path: str) -> dict:
     return json.loads(pooler_file.read_text()) if pooler_file.is_file() else {}
 
 
+def check_loadable(name_or_path: str, trust_remote_code: bool = False) -> None:
+    """Fail fast (ConfigError) if a model's config cannot be had: before a run starts, not inside it."""
+    from transformers import AutoConfig
+
+    path = resolve_model_path(name_or_path)
+    where = f"from '{path}'" if Path(path).is_dir() else f"'{path}' from the Hugging Face hub (offline?)"
+    try:
+        AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"cannot load model {where}: {_first_line(err)}") from None
+
+
 def _first_line(err: BaseException) -> str:
     text = str(err).strip()
     return text.splitlines()[0] if text else type(err).__name__
