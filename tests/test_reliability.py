@@ -36,3 +36,29 @@ def test_kill_during_training_leaves_a_loadable_best_checkpoint(tmp_path, tiny_b
     embedding = SentenceTransformer(str(best), device="cpu").encode(["still loadable after a kill"])
     assert embedding.shape == (1, 32)
     assert not (out / "results.json").exists()  # the run did not finish, and says so by having no results
+
+
+@pytest.mark.parametrize("args, culprit", [
+    (["--output-dir", "/proc/raycse-nope/run"], "--output-dir"),
+    (["--output-dir", "{file}"], "not a directory"),
+    (["--tracking-uri", "not-a-uri"], "--tracking-uri"),
+    (["--corpus", "{dir}"], "--corpus"),
+    (["--eval-steps", "0"], "--eval-steps"),
+    (["--gpus-per-worker", "-1"], "--gpus-per-worker"),
+])
+def test_more_bad_train_input_is_one_clean_line(tmp_path, tiny_bert_dir, capsys, monkeypatch, args, culprit):
+    from raycse.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a-file").write_text("x")
+    (tmp_path / "a-dir").mkdir()
+    args = [a.format(file=tmp_path / "a-file", dir=tmp_path / "a-dir") for a in args]
+    base = ["train", "--model", str(tiny_bert_dir), "--loss", "simcse", "--max-steps", "2"]
+    if "--output-dir" not in args:
+        base += ["--output-dir", str(tmp_path / "out")]
+    before = sorted(p.name for p in tmp_path.iterdir())
+    assert main(base + args) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("raycse: error:") and len(err.splitlines()) == 1 and culprit in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing written: no output dir, no mlflow.db
+    assert not __import__("os").path.exists("/proc/raycse-nope")

@@ -94,6 +94,16 @@ def test_two_trial_search_records_runs_params_metrics_and_checkpoint(tmp_path, t
     local = client.download_artifacts(parent.info.run_id, "best_checkpoint", str(tmp_path / "dl"))
     assert SentenceTransformer(local, device="cpu").encode(["a test sentence"]).shape == (1, 32)
 
+    # `raycse report` reads the same experiment back: the trial table and the plots
+    report_dir = tmp_path / "report"
+    assert main(["report", "tiny-search", "--tracking-uri", uri, "--output-dir", str(report_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "2 trials" in out and "tau" in out and "best dev" in out
+    plots = {p.name for p in report_dir.glob("*.png")}
+    assert {"dev_curves.png", "objective_vs_tau.png", "objective_vs_m.png"} <= plots
+    assert all((report_dir / name).stat().st_size > 1000 for name in plots)
+    assert main(["report", "no-such-experiment", "--tracking-uri", uri]) == 2
+
 
 @pytest.mark.timeout(600)
 def test_a_diverging_trial_is_recorded_and_the_search_goes_on(tmp_path, tiny_bert_dir, ray_session, capsys):
