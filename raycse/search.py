@@ -25,6 +25,7 @@ from raycse.space import SearchSpace
 from raycse.tracking import SEARCH_TAG, STATUS_TAG, TRIAL_TAG, Tracker, training_params
 
 METRIC = "stsb_dev"
+WORST_SPEARMAN = -100.0  # the objective of a diverged trial
 PATH_TAG = "raycse.experiment_path"  # where Tune keeps the search's state: finds the parent run on --resume
 TEST_KEYS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness", "avg")
 FINAL_KEYS = TEST_KEYS + ("sickr_dev", "alignment", "uniformity")
@@ -45,38 +46,57 @@ def _final_metrics(results: dict) -> dict[str, Any]:
     return final
 
 
+def _train_to_final_metrics(config: TrainConfig, report_eval) -> dict[str, Any]:
+    """Train, reporting each evaluation; return the trial's last report.
+
+    A diverged training is an outcome, not a crash: it ends with the worst possible objective (so ASHA and
+    Optuna learn from it) and `diverged: 1`, and Ray's FailureConfig is left to retry real crashes only.
+    """
+    from raycse.trainer import TrainingDiverged, train
+
+    evaluations = []
+
+    def on_eval(report) -> None:
+        evaluations.append(report)
+        report_eval(report)
+
+    try:
+        return _final_metrics(train(config, on_eval=on_eval))
+    except TrainingDiverged as err:
+        last = evaluations[-1] if evaluations else None
+        return {"step": err.step, METRIC: WORST_SPEARMAN, "final": 1, "diverged": 1, "error": str(err),
+                "best_stsb_dev": last.best_stsb_dev if last else WORST_SPEARMAN, "best_step": last.best_step if last else 0}
+
+
 def _worker_loop(loop_config: dict) -> None:
     """One Ray Train worker of a multi-worker trial (torch.distributed is set up by TorchTrainer)."""
     import ray.train
 
-    from raycse.trainer import train
-
     config = TrainConfig(**loop_config["config"])
     config.output_dir = tempfile.mkdtemp(prefix="raycse-worker-")  # local; checkpoints persist via ray.train.report
 
-    def on_eval(report) -> None:
+    def report_eval(report) -> None:
         checkpoint = ray.train.Checkpoint.from_directory(report.checkpoint) if report.checkpoint else None
         ray.train.report(_eval_metrics(report), checkpoint=checkpoint)  # every worker: it is a barrier
 
-    ray.train.report(_final_metrics(train(config, on_eval=on_eval)))
+    # every worker diverges at the same step (the non-finite flag is all-reduced), so reports stay paired
+    ray.train.report(_train_to_final_metrics(config, report_eval))
 
 
 def run_trial(sampled: dict, space: SearchSpace) -> None:
     """The Tune function trainable: one training with the sampled hyperparameters."""
     from ray import tune
 
-    from raycse.trainer import train
-
     config = space.trial_config(sampled)
     config = dataclasses.replace(
         config, workers=space.resources.workers, gpus_per_worker=space.resources.gpus_per_worker,
         test_eval=space.test_eval == "all", output_dir=os.path.join(tune.get_context().get_trial_dir(), "train"))
     if config.workers == 1:
-        def on_eval(report) -> None:
+        def report_eval(report) -> None:
             checkpoint = tune.Checkpoint.from_directory(report.checkpoint) if report.checkpoint else None
             tune.report(_eval_metrics(report), checkpoint=checkpoint)
 
-        tune.report(_final_metrics(train(config, on_eval=on_eval)))
+        tune.report(_train_to_final_metrics(config, report_eval))
         return
 
     from ray.tune.integration.ray_train import TuneReportCallback
@@ -141,6 +161,8 @@ def _make_callback_class():
             if result.get("checkpoint_path"):  # multi-worker trials: the TorchTrainer's persisted checkpoint
                 self.checkpoints[trial.trial_id] = result["checkpoint_path"]
             if result.get("final"):
+                if result.get("diverged"):
+                    self.log(f"trial {trial.trial_id}  diverged: {result.get('error')}")
                 self.tracker.log_metrics(run_id, {k: result[k] for k in FINAL_KEYS if k in result})
                 self.tracker.log_metrics(run_id, {"best_stsb_dev": result["best_stsb_dev"],
                                                   "best_step": result["best_step"]})
@@ -155,6 +177,12 @@ def _make_callback_class():
         def on_trial_complete(self, iteration, trials, trial, **info):
             run_id = self._run(trial)
             last = trial.last_result or {}
+            if last.get("diverged"):
+                self.statuses[trial.trial_id] = "diverged"
+                self.tracker.set_tags(run_id, {STATUS_TAG: "diverged", "raycse.error": last.get("error", ""),
+                                               "raycse.steps": last.get("step", 0)})
+                self.tracker.end_run(run_id, "FAILED")
+                return
             status = "finished" if last.get("final") else "stopped early (ASHA)"
             self.statuses[trial.trial_id] = status
             self.log(f"trial {trial.trial_id}  {status}: best STS-B dev {last.get('best_stsb_dev', float('nan')):.2f}")
@@ -308,7 +336,8 @@ def run_search(space: SearchSpace, options: SearchOptions, log=say) -> SearchSum
                 run_config=tune.RunConfig(
                     name=name, storage_path=storage_path, callbacks=[callback], verbose=0,
                     checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
-                    failure_config=tune.FailureConfig(max_failures=0),
+                    # a crashed trial (a killed worker, a lost node) is retried once; divergence is no crash
+                    failure_config=tune.FailureConfig(max_failures=1),
                 ),
             )
         grid = tuner.fit()
@@ -378,7 +407,8 @@ def _summarise(space: SearchSpace, grid, callback, tracker: Tracker, parent_run_
         params = dict(config.get(family, {})) if space.conditional else dict(config)
         status = callback.statuses.get(trial_id)
         if status is None:
-            status = "failed" if result.error else ("finished" if metrics.get("final") else "stopped early (ASHA)")
+            status = ("failed" if result.error else "diverged" if metrics.get("diverged")
+                      else "finished" if metrics.get("final") else "stopped early (ASHA)")
         checkpoint = callback.checkpoints.get(trial_id) or (result.checkpoint.path if result.checkpoint else None)
         best = metrics.get("best_stsb_dev")
         trials.append(TrialSummary(trial_id, family, params, best if best is not None and math.isfinite(best) else None,

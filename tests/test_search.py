@@ -127,6 +127,26 @@ def test_a_diverging_trial_is_recorded_and_the_search_goes_on(tmp_path, tiny_ber
     assert any(r.data.tags.get("raycse.status") == "finished" for r in children)
 
 
+@pytest.mark.timeout(600)
+def test_a_trial_that_raises_is_recorded_as_failed_and_the_search_goes_on(tmp_path, tiny_bert_dir, ray_session, capsys):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    # batch 100000 passes validation but the 160 sentences hold no such batch: that trial raises at run time
+    # (and is retried once by Tune's FailureConfig); seeded 1, the second trial draws batch 8 and finishes
+    space = write_space(tmp_path, tiny_bert_dir, "raises", num_samples=2, test_eval="none", seed=1,
+                        extra="batch_size: {type: categorical, choices: [100000, 8]}")
+    space.write_text(space.read_text().replace("published: {tau: 0.07, m: 0.3}",
+                                               "published: {tau: 0.07, m: 0.3, batch_size: 100000}"))
+    code = main(["search", "--space", str(space), "--tracking-uri", uri, "--storage-path", str(tmp_path / "ray")])
+    assert code == 0
+    _, children = child_runs(MlflowClient(tracking_uri=uri), "raises")
+    by_batch = {int(r.data.params["batch_size"]): r for r in children}
+    assert sorted(by_batch) == [8, 100000]
+    failed = by_batch[100000]
+    assert failed.info.status == "FAILED" and failed.data.tags["raycse.status"] == "failed"
+    assert "fewer than one batch" in failed.data.tags["raycse.error"]
+    assert by_batch[8].data.tags["raycse.status"] == "finished"
+
+
 def _run_cli(args: list[str], log: Path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     return subprocess.Popen([sys.executable, "-m", "raycse.cli", *args], stdout=log.open("w"), stderr=subprocess.STDOUT,
