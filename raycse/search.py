@@ -124,8 +124,6 @@ def _make_callback_class():
             self.tracking_uri, self.experiment, self.parent_run_id, self.space = tracking_uri, experiment, parent_run_id, space
             self.log = log
             self.run_ids: dict[str, str] = {}
-            self.checkpoints: dict[str, str] = {}
-            self.statuses: dict[str, str] = {}
             self._tracker = None
 
         def __getstate__(self):  # Tune pickles its run config; the MLflow client is re-created on demand
@@ -158,8 +156,6 @@ def _make_callback_class():
 
         def on_trial_result(self, iteration, trials, trial, result, **info):
             run_id = self._run(trial)
-            if result.get("checkpoint_path"):  # multi-worker trials: the TorchTrainer's persisted checkpoint
-                self.checkpoints[trial.trial_id] = result["checkpoint_path"]
             if result.get("final"):
                 if result.get("diverged"):
                     self.log(f"trial {trial.trial_id}  diverged: {result.get('error')}")
@@ -178,24 +174,20 @@ def _make_callback_class():
             run_id = self._run(trial)
             last = trial.last_result or {}
             if last.get("diverged"):
-                self.statuses[trial.trial_id] = "diverged"
                 self.tracker.set_tags(run_id, {STATUS_TAG: "diverged", "raycse.error": last.get("error", ""),
                                                "raycse.steps": last.get("step", 0)})
                 self.tracker.end_run(run_id, "FAILED")
                 return
             status = "finished" if last.get("final") else "stopped early (ASHA)"
-            self.statuses[trial.trial_id] = status
             self.log(f"trial {trial.trial_id}  {status}: best STS-B dev {last.get('best_stsb_dev', float('nan')):.2f}")
             self.tracker.set_tags(run_id, {STATUS_TAG: status, "raycse.steps": last.get("step", 0)})
             self.tracker.end_run(run_id, "FINISHED")
 
         def on_trial_error(self, iteration, trials, trial, **info):
             run_id = self._run(trial)
-            error = _trial_error(trial)
-            status = "diverged" if "TrainingDiverged" in error or "non-finite" in error else "failed"
-            self.statuses[trial.trial_id] = status
-            self.log(f"trial {trial.trial_id}  {status}: {error}")
-            self.tracker.set_tags(run_id, {STATUS_TAG: status, "raycse.error": error,
+            error = _trial_error(trial)  # divergence never lands here: it ends a trial normally
+            self.log(f"trial {trial.trial_id}  failed: {error}")
+            self.tracker.set_tags(run_id, {STATUS_TAG: "failed", "raycse.error": error,
                                            "raycse.steps": (trial.last_result or {}).get("step", 0)})
             self.tracker.end_run(run_id, "FAILED")
 
@@ -204,16 +196,14 @@ def _make_callback_class():
 
 def _trial_error(trial) -> str:
     """The last line of a failed trial's error: the exception, not the traceback."""
-    text = ""
-    path = getattr(trial, "error_file", None) or getattr(trial, "pickled_error_file", None)
+    error_file = getattr(trial, "error_file", None)
     try:
-        if getattr(trial, "error_file", None) and os.path.exists(trial.error_file):
-            text = Path(trial.error_file).read_text()
+        text = Path(error_file).read_text() if error_file else ""
     except OSError:
-        pass
+        text = ""
     lines = [line.strip() for line in text.splitlines() if line.strip()]
-    error = next((line for line in reversed(lines) if re.match(r"^[\w.]+(Error|Exception|Diverged)\b", line)), None)
-    return (error or (lines[-1] if lines else f"trial failed ({path})"))[:500]
+    error = next((line for line in reversed(lines) if re.match(r"^[\w.]+(Error|Exception)\b", line)), None)
+    return (error or (lines[-1] if lines else "trial failed (no error file)"))[:500]
 
 
 # -------------------------------------------------------------------------------------- the search
@@ -269,8 +259,6 @@ def run_search(space: SearchSpace, options: SearchOptions, log=say) -> SearchSum
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
     started = time.perf_counter()
-    if options.num_samples is not None:
-        space.num_samples = options.num_samples
     if options.seed is not None:
         space.seed = options.seed
 
@@ -314,36 +302,34 @@ def run_search(space: SearchSpace, options: SearchOptions, log=say) -> SearchSum
         tracker.log_params(parent_run_id, {"space_file": os.path.basename(space.path), "num_samples": space.num_samples,
                                            "budget": budget, "seed": space.seed, "scheduler": space.scheduler["name"]})
 
-    callback = _make_callback_class()(options.tracking_uri, space.experiment, parent_run_id, space, log)
     trainable = tune.with_resources(tune.with_parameters(run_trial, space=space), _trial_resources(space))
-    try:
-        if options.resume:
-            tuner = tune.Tuner.restore(experiment_path, trainable=trainable, resume_unfinished=True,
-                                       resume_errored=False, restart_errored=False)
-            # the restored run config holds the pickled callback; point it at this process's tracker
-        else:
-            tuner = tune.Tuner(
-                trainable,
-                tune_config=tune.TuneConfig(
-                    metric=METRIC, mode="max",
-                    search_alg=OptunaSearch(space=space.define_by_run, metric=METRIC, mode="max",
-                                            points_to_evaluate=space.points_to_evaluate() or None,
-                                            sampler=optuna.samplers.TPESampler(seed=space.seed)),
-                    scheduler=_scheduler(space, ASHAScheduler, FIFOScheduler),
-                    num_samples=space.num_samples,
-                    max_concurrent_trials=_max_concurrent(space, ray.cluster_resources()),
-                ),
-                run_config=tune.RunConfig(
-                    name=name, storage_path=storage_path, callbacks=[callback], verbose=0,
-                    checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
-                    # a crashed trial (a killed worker, a lost node) is retried once; divergence is no crash
-                    failure_config=tune.FailureConfig(max_failures=1),
-                ),
-            )
-        grid = tuner.fit()
-    except ConfigError:
-        raise
-    summary = _summarise(space, grid, callback, tracker, parent_run_id, budget, log)
+    if options.resume:
+        # finished and errored trials stay as they are; unfinished ones run again under their own trial ids.
+        # The restored run config brings back the pickled MLflow callback (it re-opens its client lazily).
+        tuner = tune.Tuner.restore(experiment_path, trainable=trainable, resume_unfinished=True,
+                                   resume_errored=False, restart_errored=False)
+    else:
+        callback = _make_callback_class()(options.tracking_uri, space.experiment, parent_run_id, space, log)
+        tuner = tune.Tuner(
+            trainable,
+            tune_config=tune.TuneConfig(
+                metric=METRIC, mode="max",
+                search_alg=OptunaSearch(space=space.define_by_run, metric=METRIC, mode="max",
+                                        points_to_evaluate=space.points_to_evaluate() or None,
+                                        sampler=optuna.samplers.TPESampler(seed=space.seed)),
+                scheduler=_scheduler(space, ASHAScheduler, FIFOScheduler),
+                num_samples=space.num_samples,
+                max_concurrent_trials=_max_concurrent(space, ray.cluster_resources()),
+            ),
+            run_config=tune.RunConfig(
+                name=name, storage_path=storage_path, callbacks=[callback], verbose=0,
+                checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+                # a crashed trial (a killed worker, a lost node) is retried once; divergence is no crash
+                failure_config=tune.FailureConfig(max_failures=1),
+            ),
+        )
+    grid = tuner.fit()
+    summary = _summarise(space, grid, tracker, parent_run_id, budget, log)
     summary.wall_seconds = time.perf_counter() - started
     tracker.log_metrics(parent_run_id, {"wall_seconds": summary.wall_seconds})
     tracker.end_run(parent_run_id, "FINISHED")
@@ -396,7 +382,18 @@ def _scheduler(space: SearchSpace, asha, fifo):
                 reduction_factor=space.scheduler["reduction_factor"])
 
 
-def _summarise(space: SearchSpace, grid, callback, tracker: Tracker, parent_run_id: str, budget: str, log) -> SearchSummary:
+def _last_checkpoint(result) -> str | None:
+    """The trial's best checkpoint: Tune's own (one worker) or the TorchTrainer's path it reported (several)."""
+    if result.checkpoint is not None:
+        return result.checkpoint.path
+    frame = result.metrics_dataframe
+    if frame is not None and "checkpoint_path" in frame:
+        paths = frame["checkpoint_path"].dropna()
+        return str(paths.iloc[-1]) if len(paths) else None
+    return None
+
+
+def _summarise(space: SearchSpace, grid, tracker: Tracker, parent_run_id: str, budget: str, log) -> SearchSummary:
     trials = []
     for result in grid:
         trial_id = result.path.rstrip("/").split("/")[-1]
@@ -405,11 +402,9 @@ def _summarise(space: SearchSpace, grid, callback, tracker: Tracker, parent_run_
         config = result.config or {}
         family = config.get("loss") if space.conditional else next(iter(space.families))
         params = dict(config.get(family, {})) if space.conditional else dict(config)
-        status = callback.statuses.get(trial_id)
-        if status is None:
-            status = ("failed" if result.error else "diverged" if metrics.get("diverged")
-                      else "finished" if metrics.get("final") else "stopped early (ASHA)")
-        checkpoint = callback.checkpoints.get(trial_id) or (result.checkpoint.path if result.checkpoint else None)
+        status = ("failed" if result.error else "diverged" if metrics.get("diverged")
+                  else "finished" if metrics.get("final") else "stopped early (ASHA)")
+        checkpoint = _last_checkpoint(result)
         best = metrics.get("best_stsb_dev")
         trials.append(TrialSummary(trial_id, family, params, best if best is not None and math.isfinite(best) else None,
                                    status, int(metrics.get("step", 0) or 0), checkpoint))
@@ -427,7 +422,7 @@ def _summarise(space: SearchSpace, grid, callback, tracker: Tracker, parent_run_
     if not test and space.test_eval == "best":
         log("Scoring the best checkpoint on the seven STS test tasks ...")
         test = _score_checkpoint(best.checkpoint, summary.best_config)
-        best_run = callback.run_ids.get(best.trial_id) or tracker.find_run(TRIAL_TAG, best.trial_id)
+        best_run = tracker.find_run(TRIAL_TAG, best.trial_id)
         if best_run:
             tracker.log_metrics(best_run, test)
     summary.best_test = test
