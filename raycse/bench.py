@@ -2,12 +2,15 @@
 
 What is timed, on randomly initialised BERT-shaped encoders (the packaged MiniLM's tokenizer, no download):
 
-  raycse step    `raycse.trainer.StepRunner.step`, the exact code a training or search trial runs (tokenisation,
-                 host-to-device copy, the passes the loss needs, backward, optimiser and scheduler step): bf16
-                 autocast on CUDA, fused AdamW on CUDA, SDPA attention, `torch.compile(dynamic=True)` with
-                 `--compile` (CUDA only, as in the trainer).
+  raycse step    what a training or search trial runs per step: the next batch of the trainer's own DataLoader
+                 (`raycse.trainer.training_loader`: on CUDA tokenised ahead by a worker into pinned memory, on
+                 CPU tokenised inline, see there) and `raycse.trainer.StepRunner.step` on it (host-to-device
+                 copy, the passes the loss needs, backward, optimiser and scheduler step): bf16 autocast on CUDA,
+                 fused AdamW on CUDA, SDPA attention, `torch.compile(dynamic=True)` with `--compile` (CUDA only,
+                 as in the trainer). `host_tokenize_ms` is that loader-side tokenising of one batch, timed alone.
   baseline step  written plainly below: fp32, eager attention, PyTorch's default (non-fused) AdamW, the same loss
-                 and the same passes, the 2N sentences tokenised as one list. Same weights, same batches.
+                 and the same passes, the 2N sentences tokenised as one list inside the step. Same weights, same
+                 batches in the same order.
   evaluation     one `StsbDevEvaluator` call on the trained encoder, encoded the way the trainer encodes it.
 
 The synthetic sentences are whole vocabulary words, `seq_len - 2` of them, so every sentence is exactly
@@ -60,7 +63,7 @@ PRECISIONS = ("auto", "fp32", "bf16")
 PEAK_BF16_TFLOPS = (("H100 PCIe", 756.0), ("H100 NVL", 835.0), ("H200 NVL", 835.0), ("H100", 989.0),
                     ("H200", 989.0), ("A100", 312.0))
 
-BATCH_POOL = 8  # distinct synthetic batches, cycled through (the tokenizer caches nothing between calls)
+BATCH_POOL = 8  # synthetic batches' worth of rows, reshuffled every epoch (the tokenizer caches nothing anyway)
 
 
 @dataclass
@@ -135,8 +138,11 @@ def frozen_copy(encoder, device):
     return frozen
 
 
-def synthetic_batches(tokenizer, batch_size: int, seq_len: int, supervised: bool, count: int, seed: int) -> list:
-    """`count` batches of `batch_size` sentences (triplets when supervised), each exactly `seq_len` tokens."""
+def synthetic_data(tokenizer, batch_size: int, seq_len: int, supervised: bool, count: int, seed: int):
+    """`GlobalBatches` of `count` batches of `batch_size` sentences (triplets when supervised), each sentence exactly
+    `seq_len` tokens: the batches the trainer would draw from such a corpus."""
+    from raycse.data import GlobalBatches
+
     rng = random.Random(seed)
     words = sorted(w for w in tokenizer.get_vocab() if w.isascii() and w.isalpha() and w.islower() and len(w) >= 3)
 
@@ -153,7 +159,7 @@ def synthetic_batches(tokenizer, batch_size: int, seq_len: int, supervised: bool
     lengths = {len(ids) for ids in tokenizer(sample)["input_ids"]}
     if lengths != {seq_len}:
         raise RuntimeError(f"synthetic sentences tokenise to lengths {sorted(lengths)}, not {seq_len}")
-    return batches
+    return GlobalBatches([row for batch in batches for row in batch], batch_size, seed)
 
 
 def layer_parameters(encoder) -> int:
@@ -212,16 +218,17 @@ def _free(device) -> None:
 
 
 # -------------------------------------------------------------------------------------------- timing
-def timed_steps(step, batches: list, warmup: int, steps: int, device) -> float:
-    """Seconds for `steps` calls of `step` after `warmup` untimed ones; the device is synchronised around the
+def timed_steps(step, inputs, warmup: int, steps: int, device) -> float:
+    """Seconds for `steps` calls of `step` on the next items of the iterator `inputs`, after `warmup` untimed ones;
+    taking the next item is timed too, as it is part of a training step. The device is synchronised around the
     timed region only, so the steps queue work exactly as in training. Returns the elapsed seconds."""
     import torch
 
-    for i in range(warmup):
-        step(batches[i % len(batches)])
+    for _ in range(warmup):
+        step(next(inputs))
     synchronize(device)
     started = time.perf_counter()
-    losses = [step(batches[(warmup + i) % len(batches)]) for i in range(steps)]
+    losses = [step(next(inputs)) for _ in range(steps)]
     synchronize(device)
     elapsed = time.perf_counter() - started
     if not bool(torch.isfinite(torch.stack([loss.float() for loss in losses])).all()):
@@ -229,14 +236,14 @@ def timed_steps(step, batches: list, warmup: int, steps: int, device) -> float:
     return elapsed
 
 
-def host_tokenize_ms(tokenizer, batches: list, seq_len: int) -> float:
-    """Milliseconds to tokenise one batch's N corpus rows on the host (median of the pool's batches): the CPU
-    work a step does before the device sees its input, which a GPU step must hide or wait for."""
+def host_tokenize_ms(tokenize, batches) -> float:
+    """Milliseconds the trainer's loader spends tokenising one batch (`StepRunner.tokenize`, median of the pool's
+    batches): host work that a loader worker hides behind the device's step on CUDA, and that the timed step
+    includes on CPU (no loader worker there)."""
     times = []
     for batch in batches:
-        sentences = [s for row in batch for s in (row if isinstance(row, tuple) else (row,))]
         started = time.perf_counter()
-        tokenizer(sentences, padding=True, truncation=True, max_length=seq_len, return_tensors="pt")
+        tokenize(batch)
         times.append(1000.0 * (time.perf_counter() - started))
     return sorted(times)[len(times) // 2]
 
@@ -246,6 +253,23 @@ def train_config(options: BenchOptions):
 
     return TrainConfig(model="random", loss=options.loss, batch_size=options.batch_size, max_len=options.seq_len,
                        precision=options.precision, compile=options.compile, seed=options.seed)
+
+
+def step_inputs(options: BenchOptions, data, runner, device):
+    """The trainer's own DataLoader over `data` for warmup + steps steps, as `train` builds it: (loader, iterator)."""
+    from raycse.trainer import training_loader
+
+    total = options.warmup + options.steps
+    loader = training_loader(data, math.ceil(total / len(data)), total, runner.tokenize, device, options.seed)
+    return loader, iter(loader)
+
+
+def raw_batches(options: BenchOptions, data):
+    """The same batches in the same order, untokenised, for the baseline step."""
+    from raycse.data import StepBatches
+
+    total = options.warmup + options.steps
+    return iter(StepBatches(data, math.ceil(total / len(data)), total))
 
 
 def build_runner(options: BenchOptions, tokenizer, device):
@@ -339,8 +363,8 @@ def run_bench(options: BenchOptions) -> dict:
     device = pick_device()
     tokenizer = load_tokenizer()
     runner, loss_fn = build_runner(options, tokenizer, device)
-    batches = synthetic_batches(tokenizer, options.batch_size, options.seq_len, loss_fn.needs_hard_neg,
-                                min(BATCH_POOL, options.warmup + options.steps), options.seed)
+    data = synthetic_data(tokenizer, options.batch_size, options.seq_len, loss_fn.needs_hard_neg,
+                          min(BATCH_POOL, options.warmup + options.steps), options.seed)
     grad_rows, nograd_rows = pass_rows(loss_fn, options.batch_size)
     flops = step_flops(runner.encoder, options.seq_len, grad_rows, nograd_rows)
     backbone_params = sum(p.numel() for p in runner.encoder.backbone.parameters())
@@ -371,7 +395,9 @@ def run_bench(options: BenchOptions) -> dict:
     }
 
     torch.manual_seed(options.seed)
-    elapsed = timed_steps(runner.step, batches, options.warmup, options.steps, device)
+    loader, inputs = step_inputs(options, data, runner, device)
+    elapsed = timed_steps(runner.step, inputs, options.warmup, options.steps, device)
+    del inputs  # stops a loader worker before the baseline is timed
     ms = 1000.0 * elapsed / options.steps
     tflops = flops / (elapsed / options.steps) / 1e12
     result.update({
@@ -383,7 +409,8 @@ def run_bench(options: BenchOptions) -> dict:
         "tflop_per_s_all_params": tflops * flops_all / flops,
         "mfu_all_params": tflops * flops_all / flops / peak if peak else None,
     })
-    result["host_tokenize_ms"] = host_tokenize_ms(tokenizer, batches, options.seq_len)
+    result["host_tokenize_ms"] = host_tokenize_ms(runner.tokenize, data.epoch(0))
+    result["loader_workers"] = loader.num_workers  # 0: the timed step includes host_tokenize_ms
     if options.eval:
         result.update(time_eval(runner.encoder, "cls" if loss_fn.needs_hard_neg else "cls_before_pooler", device))
     else:
@@ -394,7 +421,7 @@ def run_bench(options: BenchOptions) -> dict:
     if options.baseline:
         step, _encoder = baseline_step_fn(options, tokenizer, device, loss_fn)
         torch.manual_seed(options.seed)
-        elapsed = timed_steps(step, batches, options.warmup, options.steps, device)
+        elapsed = timed_steps(step, raw_batches(options, data), options.warmup, options.steps, device)
         base_ms = 1000.0 * elapsed / options.steps
         result["baseline"] = {
             "ms_per_step": base_ms,
@@ -476,17 +503,18 @@ def concurrent_trial(options: dict, threads: int, barrier) -> dict:
     device = pick_device()
     tokenizer = load_tokenizer()
     runner, loss_fn = build_runner(opts, tokenizer, device)
-    batches = synthetic_batches(tokenizer, opts.batch_size, opts.seq_len, loss_fn.needs_hard_neg,
-                                min(BATCH_POOL, opts.warmup + opts.steps), opts.seed)
-    for i in range(opts.warmup):
-        runner.step(batches[i % len(batches)])
+    data = synthetic_data(tokenizer, opts.batch_size, opts.seq_len, loss_fn.needs_hard_neg,
+                          min(BATCH_POOL, opts.warmup + opts.steps), opts.seed)
+    _loader, inputs = step_inputs(opts, data, runner, device)
+    for _ in range(opts.warmup):
+        runner.step(next(inputs))
     synchronize(device)
     ray.get(barrier.arrive.remote())
     while not ray.get(barrier.open.remote()):
         time.sleep(0.01)
     started_wall, started = time.time(), time.perf_counter()
-    for i in range(opts.steps):
-        runner.step(batches[(opts.warmup + i) % len(batches)])
+    for _ in range(opts.steps):
+        runner.step(next(inputs))
     synchronize(device)
     elapsed = time.perf_counter() - started
     return {"ms_per_step": 1000.0 * elapsed / opts.steps, "sentences_per_s": opts.batch_size * opts.steps / elapsed,

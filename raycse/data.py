@@ -12,7 +12,10 @@ import io
 import urllib.request
 from pathlib import Path
 
+import itertools
+
 import torch
+from torch.utils.data import IterableDataset, get_worker_info
 
 from raycse.config import BUNDLED_CORPUS
 from raycse.errors import ConfigError
@@ -135,3 +138,26 @@ class GlobalBatches:
         for step in range(len(self)):
             offset = step * self.global_batch + start
             yield [self.examples[i] for i in order[offset:offset + self.batch_size]]
+
+
+class StepBatches(IterableDataset):
+    """The raw batches of `steps` training steps, epoch after epoch: what the trainer's DataLoader iterates.
+
+    Exactly the batches of `GlobalBatches.epoch(0)`, `.epoch(1)`, ... in order, cut off after `steps`, so the
+    loader changes where a batch is tokenised, never which sentences a rank sees at which step. One stream over
+    all epochs (rather than one DataLoader pass per epoch) lets a loader worker live for the whole training
+    without `persistent_workers`, whose copy of the dataset would not see a per-epoch attribute change.
+    """
+
+    def __init__(self, batches: GlobalBatches, epochs: int, steps: int):
+        self.batches, self.epochs, self.steps = batches, epochs, steps
+
+    def __len__(self) -> int:
+        return min(self.steps, len(self.batches) * self.epochs)
+
+    def __iter__(self):
+        worker = get_worker_info()
+        if worker is not None and worker.num_workers > 1:  # every worker would replay the whole stream
+            raise RuntimeError("StepBatches is one ordered stream: load it with at most one DataLoader worker")
+        every_epoch = (batch for epoch in range(self.epochs) for batch in self.batches.epoch(epoch))
+        return itertools.islice(every_epoch, self.steps)

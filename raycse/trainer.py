@@ -21,10 +21,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from torch.utils.data import DataLoader
 
 from raycse import distributed as dist_utils
 from raycse.config import TrainConfig
-from raycse.data import GlobalBatches, read_corpus, read_nli_triplets
+from raycse.data import GlobalBatches, StepBatches, read_corpus, read_nli_triplets
 from raycse.errors import ConfigError
 from raycse.evaluation import StsbDevEvaluator, evaluate_encoder
 from raycse.losses import ContrastiveLoss, Embeddings, build_loss
@@ -115,12 +116,91 @@ def sum_gradients_across_workers(parameters: list[torch.nn.Parameter]) -> None:
         offset += g.numel()
 
 
+# ------------------------------------------------------------------------------------- the input side
+@dataclass
+class TokenizedBatch:
+    """One step's input as the loader hands it over: CPU token tensors (pinned on CUDA), nothing left to do on
+    the host but the copy to the device.
+
+    Unsupervised: `rows` holds the N sentences once (the step repeats them to 2N on the device). Supervised:
+    `rows` holds the 3N rows sent0s, sent1s, hard_negs in one padding, and `first_rows` the N sent0s padded on
+    their own when the loss has an N-row pass (off-dropout, DCLR), else None.
+    """
+
+    rows: dict[str, torch.Tensor]
+    n: int
+    supervised: bool
+    first_rows: dict[str, torch.Tensor] | None = None
+
+    def pin_memory(self) -> "TokenizedBatch":
+        """Called by the DataLoader's pin-memory thread (pin_memory=True), so the step's copies can be async."""
+        pin = lambda rows: None if rows is None else {k: v.pin_memory() for k, v in rows.items()}  # noqa: E731
+        return TokenizedBatch(pin(self.rows), self.n, self.supervised, pin(self.first_rows))
+
+
+@dataclass
+class BatchTokenizer:
+    """The loader-side half of a step: a raw batch (sentences or triplets) -> a `TokenizedBatch`.
+
+    Calls the tokenizer exactly as `Encoder.tokenize` does (dynamic padding, truncation to max_len). It holds the
+    tokenizer, never the Encoder: a loader worker started by spawn or forkserver gets a pickled copy of this
+    object, and the model's (CUDA) weights must not travel with it.
+    """
+
+    tokenizer: object
+    max_len: int
+    first_rows: bool  # whether supervised batches also need their sent0s tokenised on their own
+
+    def tokens(self, sentences: list[str]) -> dict[str, torch.Tensor]:
+        return dict(self.tokenizer(sentences, padding=True, truncation=True, max_length=self.max_len,
+                                   return_tensors="pt"))
+
+    def __call__(self, batch: list) -> TokenizedBatch:
+        n = len(batch)
+        if isinstance(batch[0], tuple):  # (sent0, sent1, hard_neg) -> the 3N rows of one forward
+            columns = list(zip(*batch))
+            first_rows = self.tokens(list(columns[0])) if self.first_rows else None
+            return TokenizedBatch(self.tokens([s for column in columns for s in column]), n, True, first_rows)
+        # Each sentence tokenised once: the step repeats the rows, which gives the very tensors that tokenising
+        # the list twice would, at half the tokenising and half the host-to-device copy.
+        return TokenizedBatch(self.tokens(list(batch)), n, False)
+
+
+def training_loader(batches: GlobalBatches, epochs: int, steps: int, tokenize: BatchTokenizer,
+                    device: torch.device, seed: int, num_workers: int | None = None) -> DataLoader:
+    """The `steps` tokenised batches of a training, in GlobalBatches' order, tokenised off the step's critical path.
+
+    CUDA: one worker process tokenises up to two batches ahead into pinned memory, so the host work and the
+    step's non_blocking copies hide behind the GPU's previous step. One worker, because the stream is ordered
+    (`StepBatches`) and one tokenises a batch far faster than a GPU step takes.
+    CPU: no worker. The step runs on these very cores, so a worker only moves the tokenising (about 8 ms of a
+    ~45 ms tiny-shape step at batch 64 on the 2-core CPU) to a process that competes with the step's intra-op
+    threads for the same 2 cores: measured there with the bench's step loop, 46-55 ms/step without a worker
+    and 48 ms with one, within the run-to-run noise, so the fork, IPC and extra process per trial buy nothing.
+    """
+    cuda = device.type == "cuda"
+    workers = (1 if cuda else 0) if num_workers is None else num_workers
+    options = {}
+    if workers > 0:
+        # A forked worker must not inherit a Rust thread pool the parent has used (the tokenizers library then
+        # disables its parallelism in the child, with a warning); the CLI sets this too, in-process callers may not.
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        options = {"prefetch_factor": 2}
+    return DataLoader(StepBatches(batches, epochs, steps), batch_size=None, collate_fn=tokenize,
+                      num_workers=workers, pin_memory=cuda, **options,
+                      # The loader draws its workers' base seed when iterated; from its own generator, not the
+                      # global one, so that adding the loader shifts no dropout mask of the training.
+                      generator=torch.Generator().manual_seed(seed))
+
+
 # ----------------------------------------------------------------------------------------- one step
 class StepRunner:
-    """Turns a batch of text into the embeddings a loss needs and takes one optimiser step.
+    """Turns a tokenised batch into the embeddings a loss needs and takes one optimiser step.
 
-    Only the passes the loss asks for run: the 2N-row (or 3N supervised) dropout pass always, the dropout-off
-    pass for off-dropout, the frozen complementary encoder (no_grad, eval mode, autocast) for DCLR.
+    The host's part of a step is the copy of the token tensors to the device (non_blocking: from the loader's
+    pinned memory on CUDA); tokenising is the loader's (`self.tokenize`, see `training_loader`). Only the passes
+    the loss asks for run: the 2N-row (or 3N supervised) dropout pass always, the dropout-off pass for
+    off-dropout, the frozen complementary encoder (no_grad, eval mode, autocast) for DCLR.
     """
 
     def __init__(self, encoder: Encoder, loss_fn: ContrastiveLoss, config: TrainConfig, device: torch.device,
@@ -134,29 +214,29 @@ class StepRunner:
         self.scheduler = linear_decay(self.optimizer, total_steps)
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp_dtype == torch.float16)
         self.forward = torch.compile(encoder, dynamic=True) if (config.compile and device.type == "cuda") else encoder
+        self.tokenize = BatchTokenizer(encoder.tokenizer, config.max_len or encoder.max_seq_length,
+                                       first_rows=loss_fn.needs_z0 or loss_fn.needs_complementary)
 
     def autocast(self):
         if self.amp_dtype is None:
             return contextlib.nullcontext()
         return torch.autocast(device_type=self.device.type, dtype=self.amp_dtype)
 
-    def tokenize(self, sentences: list[str]) -> dict[str, torch.Tensor]:
-        batch = self.encoder.tokenize(sentences, max_len=self.config.max_len)
-        return {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
+    def to_device(self, rows: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return {k: v.to(self.device, non_blocking=True) for k, v in rows.items()}
 
-    def embeddings(self, batch: list) -> Embeddings:
-        supervised = isinstance(batch[0], tuple)
-        n = len(batch)
-        if supervised:  # (sent0, sent1, hard_neg) -> one forward of 3N rows
-            columns = list(zip(*batch))
-            tokens = self.tokenize([s for column in columns for s in column])
-            first_rows = lambda: self.tokenize(list(columns[0]))  # noqa: E731
+    def embeddings(self, batch: TokenizedBatch | list) -> Embeddings:
+        if not isinstance(batch, TokenizedBatch):  # a raw batch (tests, reference computations): tokenised here
+            batch = self.tokenize(batch)
+        n, supervised = batch.n, batch.supervised
+        # Every copy is queued before any compute, so none of them waits behind a forward pass.
+        rows = self.to_device(batch.rows)
+        if supervised:  # (sent0s, sent1s, hard_negs): one forward of 3N rows; the N-row passes take the sent0s
+            tokens = rows
+            first_rows = None if batch.first_rows is None else self.to_device(batch.first_rows)
         else:  # each sentence twice in one forward: independent dropout masks give the positive pair
-            # Tokenised once and the rows repeated: the very tensors that tokenising the list twice gives, at half
-            # the host cost (tokenising is about a third of a small model's step); the N-row passes reuse them.
-            once = self.encoder.tokenize(list(batch), max_len=self.config.max_len)
-            tokens = {k: torch.cat([v, v]).to(self.device, non_blocking=True) for k, v in once.items()}
-            first_rows = lambda: {k: v[:n] for k, v in tokens.items()}  # noqa: E731
+            tokens = {k: torch.cat([v, v]) for k, v in rows.items()}
+            first_rows = rows  # the N-row passes (off-dropout, DCLR) reuse the N rows
         with self.autocast():
             pooled = self.forward(**tokens)
             z1, z2 = pooled[:n], pooled[n:2 * n]
@@ -164,15 +244,15 @@ class StepRunner:
             z0 = complementary = None
             if self.loss_fn.needs_z0:
                 with dropout_disabled(self.encoder):
-                    z0 = self.forward(**first_rows())
+                    z0 = self.forward(**first_rows)
             if self.loss_fn.needs_complementary:
                 with torch.no_grad():
-                    complementary = self.complementary(**first_rows())
+                    complementary = self.complementary(**first_rows)
         gather = dist_utils.gather_with_grad
         return Embeddings(z1=gather(z1), z2=gather(z2), z3=gather(z3), z0=gather(z0),
                           complementary=gather(complementary))
 
-    def step(self, batch: list) -> torch.Tensor:
+    def step(self, batch: TokenizedBatch | list) -> torch.Tensor:
         """One optimiser step; returns the loss as a device tensor (no host sync)."""
         loss = self.loss_fn(self.embeddings(batch))
         self.scaler.scale(loss).backward()
@@ -241,9 +321,9 @@ def train(config: TrainConfig,
     sentences_per_step = config.batch_size * world_size
 
     step = 0
-    for epoch in range(config.epochs):
-        for batch in batches.epoch(epoch):
-            step += 1
+    tokenized = iter(training_loader(batches, config.epochs, total_steps, runner.tokenize, device, config.seed))
+    try:
+        for step, batch in enumerate(tokenized, start=1):
             loss = runner.step(batch)
             nonfinite = torch.maximum(nonfinite, (~torch.isfinite(loss)).float())
             loss_sum += torch.nan_to_num(loss, nan=0.0, posinf=0.0, neginf=0.0)
@@ -275,10 +355,10 @@ def train(config: TrainConfig,
                 loss_sum.zero_()
                 steps_since_eval = 0
                 window_start = time.perf_counter()
-            if last:
-                break
-        if step >= total_steps:
-            break
+    finally:
+        # The stream ends after total_steps by itself; when the loop raises (a diverged trial, a stopped search
+        # trial), dropping the last reference stops a loader worker now, not whenever the traceback is freed.
+        del tokenized
 
     results = {
         "best_stsb_dev": best_stsb_dev,

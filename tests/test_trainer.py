@@ -11,10 +11,11 @@ import pytest
 import torch
 
 from raycse.config import TrainConfig
+from raycse.data import GlobalBatches
 from raycse.evaluation import SEVEN_TASKS, StsbDevEvaluator
 from raycse.model import Encoder
-from raycse.trainer import (NONFINITE_CHECK_EVERY, StepRunner, TrainingDiverged, dropout_disabled,
-                            load_complementary, train)
+from raycse.trainer import (NONFINITE_CHECK_EVERY, BatchTokenizer, StepRunner, TrainingDiverged, dropout_disabled,
+                            load_complementary, train, training_loader)
 
 UNSUPERVISED = ("simcse", "focal", "off-dropout", "dclr", "triplet", "imsimcse", "simcse+dcl", "simcse+barlow")
 SUPERVISED = ("simcse-sup", "triplet")
@@ -214,6 +215,58 @@ def test_one_pass_gives_two_dropout_views_and_the_off_pass_has_no_dropout(tiny_b
         without_dropout = encoder(**encoder.tokenize(sentences[:4], max_len=config.max_len))
     torch.testing.assert_close(emb.z0.detach(), without_dropout, rtol=1e-5, atol=1e-6)
     assert emb.z0.requires_grad
+
+
+# ----------------------------------------------------------------------------------------- the data loader
+def assert_same_tokens(actual: dict[str, torch.Tensor], expected: dict[str, torch.Tensor]) -> None:
+    assert actual.keys() == expected.keys()
+    for name, tensor in expected.items():
+        assert torch.equal(actual[name], tensor), name
+
+
+@pytest.mark.parametrize("num_workers", [0, 1])  # 0: the CPU default; 1: the CUDA path's worker process
+@pytest.mark.parametrize("rank", [0, 1])
+def test_the_loader_yields_the_tokens_of_the_global_batches(tiny_bert_dir, sentences, rank, num_workers):
+    # Rank r of 2 workers: the loader's stream is GlobalBatches' epochs back to back, cut after `steps` (here in
+    # the second epoch), each batch tokenised exactly as Encoder.tokenize tokenises it.
+    from raycse.losses import build_loss
+
+    device = torch.device("cpu")
+    config = tiny_config(tiny_bert_dir, Path("unused"), batch_size=3)
+    encoder = Encoder.from_pretrained(str(tiny_bert_dir))
+    runner = StepRunner(encoder, build_loss("simcse"), config, device, total_steps=7)
+    batches = GlobalBatches(sentences, config.batch_size, seed=7, rank=rank, world_size=2)  # 2 steps an epoch
+    expected = [batch for epoch in range(4) for batch in batches.epoch(epoch)][:7]
+
+    torch.manual_seed(0)
+    loaded = list(training_loader(batches, 4, 7, runner.tokenize, device, seed=7, num_workers=num_workers))
+    # the loader draws nothing from the global generator: the training's dropout masks stay where they were
+    after_loading = torch.rand(4)
+    torch.manual_seed(0)
+    assert torch.equal(after_loading, torch.rand(4))
+
+    assert len(loaded) == len(expected) == 7
+    for tokenized, batch in zip(loaded, expected):
+        assert (tokenized.n, tokenized.supervised, tokenized.first_rows) == (len(batch), False, None)
+        assert_same_tokens(tokenized.rows, encoder.tokenize(batch, max_len=config.max_len))
+
+
+@pytest.mark.parametrize("num_workers", [0, 1])
+def test_the_loader_tokenises_triplets_as_3n_rows_and_the_sent0s_alone(tiny_bert_dir, sentences, num_workers):
+    device = torch.device("cpu")
+    encoder = Encoder.from_pretrained(str(tiny_bert_dir))
+    triplets = [(s, f"it is true that {s}", sentences[(i + 5) % len(sentences)]) for i, s in enumerate(sentences)]
+    batches = GlobalBatches(triplets, 4, seed=3, rank=1, world_size=2)
+    tokenize = BatchTokenizer(encoder.tokenizer, max_len=32, first_rows=True)  # as for a loss with an N-row pass
+
+    loaded = list(training_loader(batches, 1, len(batches), tokenize, device, seed=3, num_workers=num_workers))
+
+    assert len(loaded) == len(batches) == 2
+    for tokenized, batch in zip(loaded, batches.epoch(0)):
+        sent0s, sent1s, hard_negs = (list(column) for column in zip(*batch))
+        assert (tokenized.n, tokenized.supervised) == (4, True)
+        assert_same_tokens(tokenized.rows, encoder.tokenize(sent0s + sent1s + hard_negs, max_len=32))
+        assert_same_tokens(tokenized.first_rows, encoder.tokenize(sent0s, max_len=32))
 
 
 # ------------------------------------------------------------------------------------------------ diverging
