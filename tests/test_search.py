@@ -105,46 +105,42 @@ def test_two_trial_search_records_runs_params_metrics_and_checkpoint(tmp_path, t
     assert main(["report", "no-such-experiment", "--tracking-uri", uri]) == 2
 
 
-@pytest.mark.timeout(600)
-def test_a_diverging_trial_is_recorded_and_the_search_goes_on(tmp_path, tiny_bert_dir, ray_session, capsys):
+def bad_then_good_search(tmp_path: Path, model: Path, experiment: str, param: str, bad, good) -> dict:
+    """A 2-trial search whose published (first) trial sets `param` to `bad`; the child runs keyed by the value.
+
+    With TPE seeded 1 the second trial draws the other choice, `good` (seed 0 draws `bad` again).
+    """
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    # lr 1e30 blows the weights up to inf within a step or two; the published point uses it, so it runs first.
-    # With TPE seeded 1 the second trial draws lr 3e-5 (seed 0 draws 1e30 again): one fails, one finishes.
-    space = write_space(tmp_path, tiny_bert_dir, "diverge", num_samples=2, test_eval="none", seed=1,
-                        extra="lr: {type: categorical, choices: [1.0e+30, 3.0e-5]}")
+    as_yaml = lambda v: f"{v:.1e}" if isinstance(v, float) else str(v)  # noqa: E731  (YAML 1.1 floats need a dot)
+    space = write_space(tmp_path, model, experiment, num_samples=2, test_eval="none", seed=1,
+                        extra=f"{param}: {{type: categorical, choices: [{as_yaml(bad)}, {as_yaml(good)}]}}")
     space.write_text(space.read_text().replace("published: {tau: 0.07, m: 0.3}",
-                                               "published: {tau: 0.07, m: 0.3, lr: 1.0e+30}"))
-    code = main(["search", "--space", str(space), "--tracking-uri", uri, "--storage-path", str(tmp_path / "ray")])
-    assert code == 0
-    client = MlflowClient(tracking_uri=uri)
-    _, children = child_runs(client, "diverge")
-    by_lr = {float(r.data.params["lr"]): r for r in children}
-    assert sorted(by_lr) == [3e-5, 1e30]
-    diverged = by_lr[1e30]
-    assert diverged.info.status == "FAILED"
-    assert diverged.data.tags["raycse.status"] == "diverged"
-    assert "non-finite" in diverged.data.tags["raycse.error"]
-    assert any(r.data.tags.get("raycse.status") == "finished" for r in children)
+                                               f"published: {{tau: 0.07, m: 0.3, {param}: {as_yaml(bad)}}}"))
+    assert main(["search", "--space", str(space), "--tracking-uri", uri, "--storage-path", str(tmp_path / "ray")]) == 0
+    _, children = child_runs(MlflowClient(tracking_uri=uri), experiment)
+    runs = {type(bad)(r.data.params[param]): r for r in children}
+    assert sorted(runs) == sorted([bad, good])
+    return runs
 
 
 @pytest.mark.timeout(600)
-def test_a_trial_that_raises_is_recorded_as_failed_and_the_search_goes_on(tmp_path, tiny_bert_dir, ray_session, capsys):
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+def test_a_diverging_trial_is_recorded_and_the_search_goes_on(tmp_path, tiny_bert_dir, ray_session):
+    # lr 1e30 blows the weights up to inf within a step or two
+    runs = bad_then_good_search(tmp_path, tiny_bert_dir, "diverge", "lr", 1.0e30, 3.0e-5)
+    assert runs[1e30].info.status == "FAILED"
+    assert runs[1e30].data.tags["raycse.status"] == "diverged"
+    assert "non-finite" in runs[1e30].data.tags["raycse.error"]
+    assert runs[3e-5].data.tags["raycse.status"] == "finished"
+
+
+@pytest.mark.timeout(600)
+def test_a_trial_that_raises_is_recorded_as_failed_and_the_search_goes_on(tmp_path, tiny_bert_dir, ray_session):
     # batch 100000 passes validation but the 160 sentences hold no such batch: that trial raises at run time
-    # (and is retried once by Tune's FailureConfig); seeded 1, the second trial draws batch 8 and finishes
-    space = write_space(tmp_path, tiny_bert_dir, "raises", num_samples=2, test_eval="none", seed=1,
-                        extra="batch_size: {type: categorical, choices: [100000, 8]}")
-    space.write_text(space.read_text().replace("published: {tau: 0.07, m: 0.3}",
-                                               "published: {tau: 0.07, m: 0.3, batch_size: 100000}"))
-    code = main(["search", "--space", str(space), "--tracking-uri", uri, "--storage-path", str(tmp_path / "ray")])
-    assert code == 0
-    _, children = child_runs(MlflowClient(tracking_uri=uri), "raises")
-    by_batch = {int(r.data.params["batch_size"]): r for r in children}
-    assert sorted(by_batch) == [8, 100000]
-    failed = by_batch[100000]
-    assert failed.info.status == "FAILED" and failed.data.tags["raycse.status"] == "failed"
-    assert "fewer than one batch" in failed.data.tags["raycse.error"]
-    assert by_batch[8].data.tags["raycse.status"] == "finished"
+    # (and is retried once by Tune's FailureConfig)
+    runs = bad_then_good_search(tmp_path, tiny_bert_dir, "raises", "batch_size", 100000, 8)
+    assert runs[100000].info.status == "FAILED" and runs[100000].data.tags["raycse.status"] == "failed"
+    assert "fewer than one batch" in runs[100000].data.tags["raycse.error"]
+    assert runs[8].data.tags["raycse.status"] == "finished"
 
 
 def _run_cli(args: list[str], log: Path) -> subprocess.Popen:
