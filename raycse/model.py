@@ -147,14 +147,7 @@ class Encoder(nn.Module):
     # ------------------------------------------------------------------------------------------ pooling
     def tokenize(self, sentences: list[str], max_len: int | None) -> dict[str, Tensor]:
         """Token ids padded to the longest sentence of this batch (dynamic padding), truncated to max_len."""
-        batch = self.tokenizer(
-            sentences,
-            padding=True,
-            truncation=True,
-            max_length=max_len or self.max_seq_length,
-            return_tensors="pt",
-        )
-        return dict(batch)
+        return tokenize(self.tokenizer, sentences, max_len or self.max_seq_length)
 
     def forward(
         self,
@@ -265,6 +258,14 @@ def _load_backbone(path: str, trust_remote_code: bool, attn_implementation: str 
 def _read_saved_pooler(path: str) -> dict:
     pooler_file = Path(path) / POOLER_FILE
     return json.loads(pooler_file.read_text()) if pooler_file.is_file() else {}
+
+
+def tokenize(tokenizer, sentences: list[str], max_len: int) -> dict[str, Tensor]:
+    """Token ids padded to the longest sentence of the batch (dynamic padding), truncated to max_len.
+
+    A plain function of the tokenizer, so the training loader can tokenise without holding the Encoder.
+    """
+    return dict(tokenizer(sentences, padding=True, truncation=True, max_length=max_len, return_tensors="pt"))
 
 
 def check_loadable(name_or_path: str, trust_remote_code: bool = False) -> None:

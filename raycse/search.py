@@ -21,14 +21,15 @@ from typing import Any
 
 from raycse.config import TrainConfig
 from raycse.errors import ConfigError
+from raycse.evaluation import RESULTS_OF_TASKS
 from raycse.space import SearchSpace
 from raycse.tracking import SEARCH_TAG, STATUS_TAG, TRIAL_TAG, Tracker, training_params
 
 METRIC = "stsb_dev"
 WORST_SPEARMAN = -100.0  # the objective of a diverged trial
 PATH_TAG = "raycse.experiment_path"  # where Tune keeps the search's state: finds the parent run on --resume
-TEST_KEYS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness", "avg")
-FINAL_KEYS = TEST_KEYS + ("sickr_dev", "alignment", "uniformity")
+# what a trial's best checkpoint is scored on at the end: evaluation's 'all' set less the dev objective itself
+FINAL_KEYS = tuple(k for k in RESULTS_OF_TASKS["all"] if k != METRIC)
 
 
 # ---------------------------------------------------------------------------------- inside a trial

@@ -29,7 +29,7 @@ from raycse.data import GlobalBatches, StepBatches, read_corpus, read_nli_triple
 from raycse.errors import ConfigError
 from raycse.evaluation import StsbDevEvaluator, evaluate_encoder
 from raycse.losses import ContrastiveLoss, Embeddings, build_loss
-from raycse.model import Encoder
+from raycse.model import Encoder, tokenize
 
 NONFINITE_CHECK_EVERY = 10  # steps between host syncs of the "loss went non-finite" flag
 EVAL_BATCH_SIZE = 128
@@ -152,8 +152,7 @@ class BatchTokenizer:
     first_rows: bool  # whether supervised batches also need their sent0s tokenised on their own
 
     def tokens(self, sentences: list[str]) -> dict[str, torch.Tensor]:
-        return dict(self.tokenizer(sentences, padding=True, truncation=True, max_length=self.max_len,
-                                   return_tensors="pt"))
+        return tokenize(self.tokenizer, sentences, self.max_len)
 
     def __call__(self, batch: list) -> TokenizedBatch:
         n = len(batch)
