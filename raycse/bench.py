@@ -3,11 +3,12 @@
 What is timed, on randomly initialised BERT-shaped encoders (the packaged MiniLM's tokenizer, no download):
 
   raycse step    what a training or search trial runs per step: the next batch of the trainer's own DataLoader
-                 (`raycse.trainer.training_loader`: on CUDA tokenised ahead by a worker into pinned memory, on
-                 CPU tokenised inline, see there) and `raycse.trainer.StepRunner.step` on it (host-to-device
-                 copy, the passes the loss needs, backward, optimiser and scheduler step): bf16 autocast on CUDA,
-                 fused AdamW on CUDA, SDPA attention, `torch.compile(dynamic=True)` with `--compile` (CUDA only,
-                 as in the trainer). `host_tokenize_ms` is that loader-side tokenising of one batch, timed alone.
+                 (`raycse.trainer.training_loader`: on CUDA tokenised ahead by worker processes into pinned
+                 memory, on CPU tokenised inline, see there) and `raycse.trainer.StepRunner.step` on it
+                 (host-to-device copy, the passes the loss needs, backward, optimiser and scheduler step): bf16
+                 autocast, fused AdamW, SDPA attention and `torch.compile` with CUDA graphs on CUDA (`--no-compile`
+                 for eager bf16), as in the trainer. `host_tokenize_ms` is the loader-side tokenising of one
+                 batch by one worker, timed alone.
   baseline step  written plainly below: fp32, eager attention, PyTorch's default (non-fused) AdamW, the same loss
                  and the same passes, the 2N sentences tokenised as one list inside the step. Same weights, same
                  batches in the same order.
@@ -31,6 +32,10 @@ The issue's anchor (357 TFLOP/s for BERT-base, batch 512, 60 ms) counts 6 x all 
 (embedding tables and BERT pooler included) x tokens, 1.28x our figure for BERT-base (2.1x for MiniLM, whose
 embedding table is half its parameters); `tflop_per_s_all_params` and `mfu_all_params` give that accounting,
 2 * P_all * s * (3 * R_grad + R_nograd), so its 45% target can be checked as it was set.
+
+`--profile FILE` runs a few more raycse steps under torch.profiler and writes its operator table to FILE; the JSON
+gets the kernels' time per step and the fraction of the wall time the device was busy (near 1: the GPU's work
+bounds the step; well below: the host does).
 
 `--concurrent N` measures instead the aggregate throughput of N trials sharing the machine, each a Ray task
 with `num_gpus = 1/N` (and 1/N of the CPUs), running the same StepRunner loop; see `run_concurrent`.
@@ -63,6 +68,7 @@ PRECISIONS = ("auto", "fp32", "bf16")
 PEAK_BF16_TFLOPS = (("H100 PCIe", 756.0), ("H100 NVL", 835.0), ("H200 NVL", 835.0), ("H100", 989.0),
                     ("H200", 989.0), ("A100", 312.0))
 
+PROFILE_STEPS = 5
 BATCH_POOL = 8  # synthetic batches' worth of rows, reshuffled every epoch (the tokenizer caches nothing anyway)
 
 
@@ -74,10 +80,11 @@ class BenchOptions:
     steps: int = 20
     warmup: int = 5
     seq_len: int = 32
-    compile: bool = False
+    compile: bool = True
     precision: str = "auto"
     eval: bool = True
     baseline: bool = True
+    profile: str | None = None  # write a torch.profiler summary of PROFILE_STEPS more raycse steps here
     seed: int = 0
 
     def validate(self) -> "BenchOptions":
@@ -236,6 +243,45 @@ def timed_steps(step, inputs, warmup: int, steps: int, device) -> float:
     return elapsed
 
 
+def profile_steps(step, inputs, steps: int, device, path: str) -> dict:
+    """Run `steps` more steps under torch.profiler; write its operator table to `path`, return the summary.
+
+    `device_busy_fraction` is the time kernels ran (summed over kernels) over the wall time of the steps: near 1
+    the step is bound by the GPU's work; well below 1 the GPU waits on the host (Python, launches, the loader).
+    """
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = device.type == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    synchronize(device)
+    with profile(activities=activities) as prof:
+        started = time.perf_counter()
+        for _ in range(steps):
+            step(next(inputs))
+        synchronize(device)
+        wall = time.perf_counter() - started
+    events = prof.key_averages()
+    # Device-side rows only (kernels, copies, memsets): the operator rows that launched them repeat their time.
+    kernel_us = sum(e.self_device_time_total for e in events if e.device_type == DeviceType.CUDA) if cuda else 0.0
+    summary = {
+        "profiled_steps": steps,
+        "ms_per_step_profiled": 1000.0 * wall / steps,
+        "device_ms_per_step": kernel_us / 1000.0 / steps if cuda else None,
+        "device_busy_fraction": kernel_us / 1e6 / wall if cuda else None,
+        "table": path,
+    }
+    sort_by = "self_device_time_total" if cuda else "self_cpu_time_total"
+    header = (f"{steps} steps under torch.profiler: {summary['ms_per_step_profiled']:.2f} ms/step wall"
+              + (f", kernels {summary['device_ms_per_step']:.2f} ms/step "
+                 f"(device busy {100 * summary['device_busy_fraction']:.0f}%)" if cuda else "") + "\n")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(header)
+        f.write(events.table(sort_by=sort_by, row_limit=60, max_name_column_width=90))
+        f.write("\n")
+    return summary
+
+
 def host_tokenize_ms(tokenize, batches) -> float:
     """Milliseconds the trainer's loader spends tokenising one batch (`StepRunner.tokenize`, median of the pool's
     batches): host work that a loader worker hides behind the device's step on CUDA, and that the timed step
@@ -259,7 +305,7 @@ def step_inputs(options: BenchOptions, data, runner, device):
     """The trainer's own DataLoader over `data` for warmup + steps steps, as `train` builds it: (loader, iterator)."""
     from raycse.trainer import training_loader
 
-    total = options.warmup + options.steps
+    total = options.warmup + options.steps + (PROFILE_STEPS if options.profile else 0)
     loader = training_loader(data, math.ceil(total / len(data)), total, runner.tokenize, device, options.seed)
     return loader, iter(loader)
 
@@ -282,7 +328,7 @@ def build_runner(options: BenchOptions, tokenizer, device):
     encoder = make_encoder(options.shape, tokenizer, "sdpa", options.seed, pooler=config.pooler)
     encoder.to(device).train()
     complementary = frozen_copy(encoder, device) if loss_fn.needs_complementary else None
-    runner = StepRunner(encoder, loss_fn, config, device, options.warmup + options.steps, complementary)
+    runner = StepRunner(encoder, loss_fn, config, device, options.warmup + options.steps + PROFILE_STEPS, complementary)
     return runner, loss_fn
 
 
@@ -334,18 +380,19 @@ def baseline_step_fn(options: BenchOptions, tokenizer, device, loss_fn):
 def time_eval(encoder, eval_pooler: str, device) -> dict:
     """One STS-B dev evaluation as the trainer runs it (on CUDA after one untimed call: lazy init, autotuning)."""
     from raycse.evaluation import StsbDevEvaluator
-    from raycse.trainer import EVAL_BATCH_SIZE
+    from raycse.trainer import eval_batch_size
 
     evaluator = StsbDevEvaluator()
 
     def encode(sentences):
-        return encoder.encode(sentences, batch_size=EVAL_BATCH_SIZE, pooler=eval_pooler)
+        return encoder.encode(sentences, batch_size=eval_batch_size(device), pooler=eval_pooler)
 
     result = {"eval_sentences": len(evaluator._distinct.sentences)}
-    if device.type == "cuda":
-        started = time.perf_counter()
-        evaluator(encode)
-        result["eval_first_call_seconds"] = time.perf_counter() - started
+    # The first call also tokenises the sentences (kept for the next calls, as in a training) and, on CUDA,
+    # initialises kernels; `eval_seconds` is a later call: what each evaluation of a training costs after its first.
+    started = time.perf_counter()
+    evaluator(encode)
+    result["eval_first_call_seconds"] = time.perf_counter() - started
     started = time.perf_counter()
     evaluator(encode)
     result["eval_seconds"] = time.perf_counter() - started
@@ -397,6 +444,8 @@ def run_bench(options: BenchOptions) -> dict:
     torch.manual_seed(options.seed)
     loader, inputs = step_inputs(options, data, runner, device)
     elapsed = timed_steps(runner.step, inputs, options.warmup, options.steps, device)
+    if options.profile:
+        result["profile"] = profile_steps(runner.step, inputs, PROFILE_STEPS, device, options.profile)
     del inputs  # stops a loader worker before the baseline is timed
     ms = 1000.0 * elapsed / options.steps
     tflops = flops / (elapsed / options.steps) / 1e12
@@ -466,8 +515,11 @@ def format_table(r: dict) -> str:
     if r.get("eval_seconds") is not None:
         tail.append(f"STS-B dev evaluation: {r['eval_seconds']:.2f} s ({r['eval_sentences']} sentences)")
     lines.append("   ".join(tail))
-    if r.get("compile_requested") and not r["compile"]:
-        lines.append("note: --compile applies on CUDA only (as in the trainer): this step ran eager")
+    if r.get("profile"):
+        p = r["profile"]
+        busy = "" if p["device_busy_fraction"] is None else (
+            f": kernels {p['device_ms_per_step']:.2f} ms/step, device busy {100 * p['device_busy_fraction']:.0f}%")
+        lines.append(f"profile ({p['profiled_steps']} steps, {p['ms_per_step_profiled']:.2f} ms/step){busy} -> {p['table']}")
     return "\n".join(lines)
 
 

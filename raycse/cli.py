@@ -123,7 +123,8 @@ def _add_train(sub) -> None:
     p.add_argument("--gpus-per-worker", type=float, default=None, help="default: 1 if CUDA is available, else 0")
     p.add_argument("--complementary", default=None, help="DCLR's frozen complementary model (default: start weights)")
     p.add_argument("--precision", default=d.precision, choices=["auto", "fp32", "bf16", "fp16"])
-    p.add_argument("--compile", action="store_true", help="torch.compile the encoder (CUDA)")
+    p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True,
+                   help="torch.compile the encoder with CUDA graphs (CUDA only; default on)")
     p.add_argument("--no-test-eval", action="store_true", help="skip the seven STS test tasks at the end")
     p.add_argument("--trust-remote-code", action="store_true")
     p.add_argument("--tracking-uri", default=None, help="default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db")
@@ -263,9 +264,13 @@ def _add_bench(sub) -> None:
     p.add_argument("--steps", type=int, default=d.steps, help="timed steps")
     p.add_argument("--warmup", type=int, default=d.warmup, help="untimed steps first")
     p.add_argument("--seq-len", type=int, default=d.seq_len, help="tokens per sentence, [CLS] and [SEP] included")
-    p.add_argument("--compile", action="store_true", help="torch.compile(dynamic=True) the encoder (CUDA only)")
+    p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True,
+                   help="torch.compile the encoder with CUDA graphs, as the trainer does (CUDA only; default on)")
     p.add_argument("--precision", default=d.precision, choices=list(PRECISIONS))
     p.add_argument("--no-eval", action="store_true", help="skip timing the STS-B dev evaluation")
+    p.add_argument("--no-baseline", action="store_true", help="skip timing the naive fp32 step")
+    p.add_argument("--profile", default=None, metavar="FILE",
+                   help="also profile a few raycse steps (torch.profiler): operator table to FILE")
     p.add_argument("--concurrent", type=int, default=None, metavar="N",
                    help="instead: aggregate sentences/s of N concurrent trials, Ray tasks with 1/N GPU each")
     p.add_argument("--output", default=None, help="write the figures as JSON here")
@@ -277,7 +282,8 @@ def _cmd_bench(args) -> int:
 
     options = BenchOptions(shape=args.shape, loss=args.loss, batch_size=args.batch_size, steps=args.steps,
                            warmup=args.warmup, seq_len=args.seq_len, compile=args.compile,
-                           precision=args.precision, eval=not args.no_eval).validate()
+                           precision=args.precision, eval=not args.no_eval, baseline=not args.no_baseline,
+                           profile=args.profile).validate()
     if args.concurrent is not None:
         if args.concurrent < 1:
             raise ConfigError(f"--concurrent: must be >= 1, got {args.concurrent}")

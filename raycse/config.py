@@ -44,7 +44,7 @@ class TrainConfig:
     gpus_per_worker: float = 0.0
     complementary: str | None = None           # DCLR's frozen complementary encoder (default: the start weights)
     precision: str = "auto"                    # auto: bf16 on CUDA (fp16 where unsupported), fp32 on CPU
-    compile: bool = False                      # torch.compile the encoder (CUDA only)
+    compile: bool = True                       # torch.compile with CUDA graphs (CUDA only; ignored on CPU)
     test_eval: bool = True                     # score the best checkpoint on the seven STS test tasks at the end
     trust_remote_code: bool = False
     output_dir: str | None = None

@@ -156,8 +156,11 @@ class StepBatches(IterableDataset):
         return min(self.steps, len(self.batches) * self.epochs)
 
     def __iter__(self):
-        worker = get_worker_info()
-        if worker is not None and worker.num_workers > 1:  # every worker would replay the whole stream
-            raise RuntimeError("StepBatches is one ordered stream: load it with at most one DataLoader worker")
         every_epoch = (batch for epoch in range(self.epochs) for batch in self.batches.epoch(epoch))
-        return itertools.islice(every_epoch, self.steps)
+        stream = itertools.islice(every_epoch, self.steps)
+        worker = get_worker_info()
+        if worker is None or worker.num_workers == 1:
+            return stream
+        # Worker k of W yields steps k, k + W, ...; the DataLoader takes one item from each worker in turn,
+        # which puts the stream back in order.
+        return itertools.islice(stream, worker.id, None, worker.num_workers)

@@ -98,6 +98,7 @@ class Encoder(nn.Module):
         nn.init.zeros_(self.mlp[0].bias)
         # True when the head was read from a saved checkpoint rather than freshly initialised.
         self.mlp_from_checkpoint = False
+        self._encoding_cache = None  # (key, tokenised batches) of the last `encode` call's sentences
 
     @property
     def hidden_size(self) -> int:
@@ -185,23 +186,39 @@ class Encoder(nn.Module):
 
         Sentences are batched longest first so each batch pads to similar lengths (and an out-of-memory batch
         shows up at once); the model runs in eval mode (no dropout) and is put back in its previous mode after.
+        The tokenised batches of the last sentence list are kept: a training evaluates the same STS-B dev
+        sentences again and again, and on a GPU tokenising them costs more than encoding them. On CUDA the
+        vectors stay on the device until the last batch, then come back in one copy.
         """
         pooler = _checked_pooler(pooler or self.pooler)
-        embeddings = torch.empty(len(sentences), self.hidden_size, dtype=torch.float32)
-        longest_first = sorted(range(len(sentences)), key=lambda i: len(sentences[i]), reverse=True)
+        order, batches = self._tokenized_for_encoding(sentences, batch_size, max_len)
         device = self.device
+        cuda = device.type == "cuda"
         was_training = self.training
         self.eval()
         try:
-            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda"):
-                for start in range(0, len(sentences), batch_size):
-                    batch_rows = longest_first[start:start + batch_size]
-                    batch = self.tokenize([sentences[i] for i in batch_rows], max_len)
-                    batch = {name: tensor.to(device) for name, tensor in batch.items()}
-                    embeddings[batch_rows] = self(**batch, pooler=pooler).float().cpu()
+            with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16, enabled=cuda):
+                vectors = [self(**{name: tensor.to(device, non_blocking=True) for name, tensor in batch.items()},
+                                pooler=pooler).float() for batch in batches]
         finally:
             self.train(was_training)
+        embeddings = torch.empty(len(sentences), self.hidden_size, dtype=torch.float32)
+        if vectors:
+            embeddings[order] = torch.cat(vectors).cpu()
         return embeddings
+
+    def _tokenized_for_encoding(self, sentences: list[str], batch_size: int, max_len: int | None):
+        key = (tuple(sentences), batch_size, max_len)
+        if self._encoding_cache is not None and self._encoding_cache[0] == key:
+            return self._encoding_cache[1]
+        longest_first = sorted(range(len(sentences)), key=lambda i: len(sentences[i]), reverse=True)
+        pin = self.device.type == "cuda"
+        batches = []
+        for start in range(0, len(sentences), batch_size):
+            batch = self.tokenize([sentences[i] for i in longest_first[start:start + batch_size]], max_len)
+            batches.append({k: v.pin_memory() for k, v in batch.items()} if pin else batch)
+        self._encoding_cache = (key, (torch.tensor(longest_first, dtype=torch.long), batches))
+        return self._encoding_cache[1]
 
     # ------------------------------------------------------------------------------------------ saving
     def save(self, path: str | Path, pooler: str) -> None:
@@ -260,12 +277,14 @@ def _read_saved_pooler(path: str) -> dict:
     return json.loads(pooler_file.read_text()) if pooler_file.is_file() else {}
 
 
-def tokenize(tokenizer, sentences: list[str], max_len: int) -> dict[str, Tensor]:
-    """Token ids padded to the longest sentence of the batch (dynamic padding), truncated to max_len.
+def tokenize(tokenizer, sentences: list[str], max_len: int, pad_to_multiple_of: int | None = None) -> dict[str, Tensor]:
+    """Token ids padded to the longest sentence of the batch (dynamic padding; then up to a multiple of
+    `pad_to_multiple_of` if given), truncated to max_len.
 
     A plain function of the tokenizer, so the training loader can tokenise without holding the Encoder.
     """
-    return dict(tokenizer(sentences, padding=True, truncation=True, max_length=max_len, return_tensors="pt"))
+    return dict(tokenizer(sentences, padding=True, truncation=True, max_length=max_len,
+                          pad_to_multiple_of=pad_to_multiple_of, return_tensors="pt"))
 
 
 def check_loadable(name_or_path: str, trust_remote_code: bool = False) -> None:

@@ -60,6 +60,20 @@ def test_bench_no_eval_and_an_extra_pass_loss(tmp_path, one_thread):
     assert r["rows_per_step"] == {"with_grad": 12, "no_grad": 0}  # 2N dropout rows + N dropout-off rows
 
 
+def test_bench_profile_and_no_baseline(tmp_path, one_thread):
+    output, table = tmp_path / "b.json", tmp_path / "profile.txt"
+    status = main(["bench", "--shape", "tiny", "--batch-size", "4", "--steps", "2", "--warmup", "1", "--no-eval",
+                   "--no-baseline", "--profile", str(table), "--output", str(output)])
+
+    assert status == 0
+    r = json.loads(output.read_text())
+    assert r["baseline"] is None and r["speedup"] is None
+    assert r["profile"]["profiled_steps"] == 5 and r["profile"]["ms_per_step_profiled"] > 0
+    assert r["profile"]["table"] == str(table)
+    text = table.read_text()
+    assert "ms/step wall" in text.splitlines()[0] and "aten::" in text  # torch.profiler's operator table
+
+
 def test_step_flops_follow_the_documented_formula():
     from raycse.bench import load_tokenizer, make_encoder
     from raycse.losses import build_loss

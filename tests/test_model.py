@@ -89,6 +89,30 @@ def test_encode_keeps_input_order_is_deterministic_and_restores_training_mode(ti
     assert encoder.encode([]).shape == (0, encoder.hidden_size)
 
 
+def test_encode_tokenises_a_sentence_list_once_and_then_reuses_it(tiny_bert_dir, sentences):
+    encoder = Encoder.from_pretrained(tiny_bert_dir, pooler="avg")
+    calls = []
+    tokenizer = encoder.tokenizer
+
+    class CountingTokenizer:  # the real tokenizer, counted
+        def __getattr__(self, name):
+            return getattr(tokenizer, name)
+
+        def __call__(self, batch, **kwargs):
+            calls.append(len(batch))
+            return tokenizer(batch, **kwargs)
+
+    encoder.tokenizer = CountingTokenizer()
+    first = encoder.encode(sentences, batch_size=4)
+    tokenised = len(calls)
+    again = encoder.encode(list(sentences), batch_size=4)  # an equal list: the cached batches serve it
+    assert len(calls) == tokenised == -(-len(sentences) // 4)
+    assert torch.equal(first, again)
+    other = encoder.encode(sentences[:3], batch_size=4)  # different sentences: tokenised afresh
+    assert len(calls) == tokenised + 1
+    torch.testing.assert_close(other, first[:3], atol=1e-5, rtol=1e-5)
+
+
 def test_max_len_truncates(tiny_bert_dir):
     encoder = Encoder.from_pretrained(tiny_bert_dir)
     assert encoder.tokenize(["one two three four five six seven"], max_len=4)["input_ids"].shape == (1, 4)

@@ -224,7 +224,8 @@ def assert_same_tokens(actual: dict[str, torch.Tensor], expected: dict[str, torc
         assert torch.equal(actual[name], tensor), name
 
 
-@pytest.mark.parametrize("num_workers", [0, 1])  # 0: the CPU default; 1: the CUDA path's worker process
+# 0: the CPU default; 1, 3: the CUDA path's worker processes (3 does not divide the 7 steps: unequal shards)
+@pytest.mark.parametrize("num_workers", [0, 1, 3])
 @pytest.mark.parametrize("rank", [0, 1])
 def test_the_loader_yields_the_tokens_of_the_global_batches(tiny_bert_dir, sentences, rank, num_workers):
     # Rank r of 2 workers: the loader's stream is GlobalBatches' epochs back to back, cut after `steps` (here in
@@ -251,7 +252,7 @@ def test_the_loader_yields_the_tokens_of_the_global_batches(tiny_bert_dir, sente
         assert_same_tokens(tokenized.rows, encoder.tokenize(batch, max_len=config.max_len))
 
 
-@pytest.mark.parametrize("num_workers", [0, 1])
+@pytest.mark.parametrize("num_workers", [0, 2])
 def test_the_loader_tokenises_triplets_as_3n_rows_and_the_sent0s_alone(tiny_bert_dir, sentences, num_workers):
     device = torch.device("cpu")
     encoder = Encoder.from_pretrained(str(tiny_bert_dir))
@@ -267,6 +268,33 @@ def test_the_loader_tokenises_triplets_as_3n_rows_and_the_sent0s_alone(tiny_bert
         assert (tokenized.n, tokenized.supervised) == (4, True)
         assert_same_tokens(tokenized.rows, encoder.tokenize(sent0s + sent1s + hard_negs, max_len=32))
         assert_same_tokens(tokenized.first_rows, encoder.tokenize(sent0s, max_len=32))
+
+
+def test_cuda_padding_rounds_lengths_up_to_multiples_of_8_without_changing_the_vectors(tiny_bert_dir, sentences):
+    encoder = Encoder.from_pretrained(str(tiny_bert_dir), pooler="avg").eval()
+    plain = BatchTokenizer(encoder.tokenizer, max_len=32, first_rows=False)
+    padded = BatchTokenizer(encoder.tokenizer, max_len=32, first_rows=False, pad_to_multiple_of=8)
+    batch = sentences[:5]
+    rows, rounded = plain(batch).rows, padded(batch).rows
+
+    length = rows["input_ids"].shape[1]
+    assert length % 8 != 0  # else the test shows nothing
+    assert rounded["input_ids"].shape[1] == -(-length // 8) * 8
+    assert torch.equal(rounded["input_ids"][:, :length], rows["input_ids"])
+    assert not rounded["attention_mask"][:, length:].any()  # the added columns are masked padding
+    with torch.no_grad():
+        torch.testing.assert_close(encoder(**rounded), encoder(**rows), atol=1e-5, rtol=1e-5)
+
+
+def test_compile_is_on_by_default_and_ignored_on_cpu(tiny_bert_dir):
+    from raycse.losses import build_loss
+
+    config = tiny_config(tiny_bert_dir, Path("unused"))
+    assert config.compile is True
+    runner = StepRunner(Encoder.from_pretrained(str(tiny_bert_dir)), build_loss("simcse"), config,
+                        torch.device("cpu"), total_steps=1)
+    assert runner.compiled is False and runner.forward is runner.encoder
+    assert runner.tokenize.pad_to_multiple_of is None  # CPU batches keep their exact length
 
 
 # ------------------------------------------------------------------------------------------------ diverging
