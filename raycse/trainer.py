@@ -211,8 +211,8 @@ def training_loader(batches: GlobalBatches, epochs: int, steps: int, tokenize: B
 # ----------------------------------------------------------------------------------------- one step
 def compiled(encoder: Encoder):
     """`torch.compile` with CUDA graphs ("reduce-overhead"): at the batch sizes of a search the step is bound by
-    launching kernels, not by running them (BERT-base, batch 64, on an H100: 36 ms compiled without graphs,
-    14 ms with). Shapes: the first is compiled static; a second length makes that dimension dynamic (one more
+    launching kernels, not by running them (BERT-base, batch 64, on an H100: 36.3 ms compiled without graphs,
+    12.6 ms with; benchmarks/README.md). Shapes: the first is compiled static; a second length makes that dimension dynamic (one more
     compile, no more); a CUDA graph is recorded per distinct shape, which the loader's padding to multiples of
     8 tokens bounds to max_len / 8 per mode (train, dropout-off)."""
     return torch.compile(encoder, mode="reduce-overhead")
