@@ -301,11 +301,16 @@ def train_config(options: BenchOptions):
                        precision=options.precision, compile=options.compile, seed=options.seed)
 
 
+def total_steps(options: BenchOptions) -> int:
+    """Steps the loader supplies and the LR schedule spans: warm-up, timed, and the profiled ones if asked for."""
+    return options.warmup + options.steps + (PROFILE_STEPS if options.profile else 0)
+
+
 def step_inputs(options: BenchOptions, data, runner, device):
     """The trainer's own DataLoader over `data` for warmup + steps steps, as `train` builds it: (loader, iterator)."""
     from raycse.trainer import training_loader
 
-    total = options.warmup + options.steps + (PROFILE_STEPS if options.profile else 0)
+    total = total_steps(options)
     loader = training_loader(data, math.ceil(total / len(data)), total, runner.tokenize, device, options.seed)
     return loader, iter(loader)
 
@@ -328,7 +333,7 @@ def build_runner(options: BenchOptions, tokenizer, device):
     encoder = make_encoder(options.shape, tokenizer, "sdpa", options.seed, pooler=config.pooler)
     encoder.to(device).train()
     complementary = frozen_copy(encoder, device) if loss_fn.needs_complementary else None
-    runner = StepRunner(encoder, loss_fn, config, device, options.warmup + options.steps + PROFILE_STEPS, complementary)
+    runner = StepRunner(encoder, loss_fn, config, device, total_steps(options), complementary)
     return runner, loss_fn
 
 
@@ -378,7 +383,8 @@ def baseline_step_fn(options: BenchOptions, tokenizer, device, loss_fn):
 
 
 def time_eval(encoder, eval_pooler: str, device) -> dict:
-    """One STS-B dev evaluation as the trainer runs it (on CUDA after one untimed call: lazy init, autotuning)."""
+    """One STS-B dev evaluation as the trainer runs it: a first call (tokenising, lazy CUDA init) timed on its own,
+    then the call that `eval_seconds` reports."""
     from raycse.evaluation import StsbDevEvaluator
     from raycse.trainer import eval_batch_size
 
