@@ -6,6 +6,7 @@ by calling the code under test; a few are closed forms on one-hot vectors whose 
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 
@@ -84,10 +85,10 @@ def ref_focal(z1, z2, tau, m):
     return total / len(z1)
 
 
-def ref_off_dropout(z1, z2, z0, tau, m):
+def ref_off_dropout(z1, z2, z0, tau, m, pos_ratio=1.0):
     total = 0.0
     for i in range(len(z1)):
-        positive = ref_cos(z1[i], z2[i]) / tau
+        positive = pos_ratio * ref_cos(z1[i], z2[i]) / tau
         negatives = sum(math.exp(ref_cos(z0[i], z0[j]) / tau) for j in range(len(z0)) if j != i)
         total += -positive + math.log(math.exp(positive) + m * negatives)
     return total / len(z1)
@@ -206,6 +207,61 @@ def test_off_dropout_info_nce():
     assert got == approx(ref_off_dropout(Z1, Z2, Z3, 0.05, 0.9))
 
 
+def test_off_dropout_pos_ratio_scales_the_positive_logit():
+    # The released code: l_i = -r/tau + log(e^(r/tau) + N - 1) on one-hot vectors, r in both places.
+    eye = torch.eye(2)
+    got = off_dropout_info_nce(eye, eye, eye, tau=0.5, pos_ratio=0.9).item()
+    assert got == approx(-1.8 + math.log(math.exp(1.8) + 1))
+    both = off_dropout_info_nce(eye, eye, eye, tau=0.5, m=0.7, pos_ratio=0.9).item()
+    assert both == approx(-1.8 + math.log(math.exp(1.8) + 0.7))
+    got = off_dropout_info_nce(t(Z1), t(Z2), t(Z3), tau=0.05, pos_ratio=0.8).item()
+    assert got == approx(ref_off_dropout(Z1, Z2, Z3, 0.05, 1.0, pos_ratio=0.8))
+    got = off_dropout_info_nce(t(Z1), t(Z2), t(Z3), tau=0.1, m=1.3, pos_ratio=1.2).item()
+    assert got == approx(ref_off_dropout(Z1, Z2, Z3, 0.1, 1.3, pos_ratio=1.2))
+
+
+def test_off_dropout_with_neither_knob_is_the_plain_off_dropout_info_nce():
+    plain = 0.0  # -s(z1_i, z2_i)/tau + log(exp(s(z1_i, z2_i)/tau) + sum_{j != i} exp(s(z0_i, z0_j)/tau))
+    for i in range(4):
+        logits = [ref_cos(Z1[i], Z2[i]) / 0.05] + [ref_cos(Z3[i], Z3[j]) / 0.05 for j in range(4) if j != i]
+        plain += (-logits[0] + ref_log_sum_exp(logits)) / 4
+    assert off_dropout_info_nce(t(Z1), t(Z2), t(Z3), tau=0.05).item() == approx(plain)
+    assert off_dropout_info_nce(t(Z1), t(Z2), t(Z3), tau=0.05, m=1.0, pos_ratio=1.0).item() == approx(plain)
+
+
+def _realistic_views(n: int = 16, h: int = 64, seed: int = 0):
+    """Dropout views whose positive cosines lie in 0.8-0.9 and dropout-off negatives near 0.63, as a
+    pre-trained encoder's do (DCLR Fig. 1; MiniLM's in-batch negatives average about 0.62, issue 13)."""
+    gen = torch.Generator().manual_seed(seed)
+    shared = torch.randn(h, generator=gen)
+    z0 = shared + 0.75 * torch.randn(n, h, generator=gen)
+    z1, z2 = (z0 + 0.55 * torch.randn(n, h, generator=gen) for _ in range(2))
+    return z1, z2, z0
+
+
+def test_off_dropout_knobs_move_the_loss_as_documented():
+    z1, z2, z0 = _realistic_views()
+    positives = torch.nn.functional.cosine_similarity(z1, z2)
+    negatives = cos_sim(z0, z0)[~torch.eye(16, dtype=torch.bool)]
+    assert 0.75 < positives.min() and positives.max() < 0.9
+    assert 0.55 < negatives.mean() < 0.7
+    assert (positives > cos_sim(z0, z0).fill_diagonal_(-1).max(dim=1).values).all()  # positives the most similar
+
+    def loss(**knobs):
+        return off_dropout_info_nce(z1, z2, z0, tau=0.05, **knobs).item()
+
+    plain = loss()
+    assert loss(pos_ratio=0.9) > plain  # a smaller positive logit: a larger loss
+    assert loss(pos_ratio=1.1) < plain
+    assert loss(m=0.9) < plain  # lighter negatives: a smaller loss
+    assert loss(m=1.1) > plain
+    # The issue's point: at tau = 0.05, 0.9 -> 1 on the positive's factor moves the logit by 0.1 s/tau ~ 1.7,
+    # on the negatives' weight by log(1/0.9) ~ 0.1, so the first moves the loss more than ten times as much.
+    pos_ratio_effect = loss(pos_ratio=0.9) - loss(pos_ratio=1.0)
+    m_effect = loss(m=1.0) - loss(m=0.9)
+    assert m_effect > 0 and pos_ratio_effect > 10 * m_effect, (pos_ratio_effect, m_effect)
+
+
 def test_dcl_and_barlow_twins_on_uncorrelated_columns():
     # Two centred, orthogonal columns: C = I between z and itself, C = diag(1, -1) against z with column 2 negated.
     z = t([[1.0, 1.0], [-1.0, 1.0], [1.0, -1.0], [-1.0, -1.0]])
@@ -288,7 +344,7 @@ def test_noise_ascent_increases_non_uniformity():
     for _ in range(4):
         noise = dclr_noise_negatives(z1, z2, noise, steps=1, beta=0.05, tau_u=0.05)
         values.append(non_uniformity_loss(z1, z2, noise, tau_u=0.05).item())
-    assert all(after > before for before, after in zip(values, values[1:])), values
+    assert all(after > before for before, after in itertools.pairwise(values)), values
 
 
 def test_noise_negatives_are_detached_constants():
@@ -309,6 +365,10 @@ FUNCTIONS = {
     "info_nce_hard_neg": (lambda a, b, c: info_nce(a, b, tau=0.5, hard_neg=c, hard_neg_weight=0.7), "rows"),
     "focal_info_nce": (lambda a, b, c: focal_info_nce(a, b, tau=0.5, m=0.3), "rows"),
     "off_dropout_info_nce": (lambda a, b, c: off_dropout_info_nce(a, b, c, tau=0.5, m=0.9), "rows"),
+    "off_dropout_info_nce_pos_ratio": (
+        lambda a, b, c: off_dropout_info_nce(a, b, c, tau=0.5, m=1.2, pos_ratio=0.9),
+        "rows",
+    ),
     "debiased_info_nce": (
         lambda a, b, c: debiased_info_nce(a, b, c[:2], false_negative_weights(c, phi=0.2), tau=0.5),
         "rows",
@@ -443,8 +503,13 @@ def test_composed_names_flags_and_values():
     imsimcse = build_loss("imsimcse")
     assert imsimcse.name == "imsimcse" and imsimcse.needs_z0
     assert not imsimcse.needs_hard_neg and not imsimcse.needs_complementary
-    expected = off_dropout_info_nce(emb.z1, emb.z2, emb.z0, tau=0.05, m=0.9) + 0.1 * dcl(emb.z1, emb.z2, tau_dcl=5.0)
+    expected = off_dropout_info_nce(emb.z1, emb.z2, emb.z0, tau=0.05, m=1.0, pos_ratio=0.9) + 0.1 * dcl(
+        emb.z1, emb.z2, tau_dcl=5.0
+    )
     torch.testing.assert_close(imsimcse(emb), expected)
+    eq3 = build_loss("imsimcse", m=0.8, pos_ratio=1.0)
+    expected = off_dropout_info_nce(emb.z1, emb.z2, emb.z0, tau=0.05, m=0.8) + 0.1 * dcl(emb.z1, emb.z2, tau_dcl=5.0)
+    torch.testing.assert_close(eq3(emb), expected)
     assert build_loss("imsimcse", reg="dcl").name == "imsimcse"
 
     focal_barlow = build_loss("focal", reg="barlow", **{"lambda": 0.5, "lambda_bt": 0.01, "m": 0.2})
@@ -510,7 +575,8 @@ def test_loss_hyperparameters_are_the_published_defaults():
     assert loss_hyperparameters("simcse") == {"tau": 0.05}
     assert loss_hyperparameters("simcse-sup") == {"tau": 0.05, "hard_neg_weight": 0.0}
     assert loss_hyperparameters("focal") == {"tau": 0.07, "m": 0.3}
-    assert loss_hyperparameters("imsimcse") == {"tau": 0.05, "m": 0.9, "lambda": 0.1, "tau_dcl": 5.0}
+    assert loss_hyperparameters("off-dropout") == {"tau": 0.05, "m": 1.0, "pos_ratio": 0.9}
+    assert loss_hyperparameters("imsimcse") == {"tau": 0.05, "m": 1.0, "pos_ratio": 0.9, "lambda": 0.1, "tau_dcl": 5.0}
     assert loss_hyperparameters("simcse", "barlow") == {"tau": 0.05, "lambda": 0.1, "lambda_bt": 0.0051}
     assert loss_hyperparameters("triplet") == {"margin": 0.5}
     assert loss_hyperparameters("dclr") == {
@@ -535,14 +601,14 @@ def test_hyperparameters_are_coerced():
 @pytest.mark.parametrize(
     "name, reg, hparams, message",
     [
-        ("focall", None, {}, "unknown loss 'focall' (choose from simcse, simcse-sup, focal, off-dropout, dclr, "
-         "triplet, imsimcse, simcse+dcl, simcse+barlow)"),
+        ("focall", None, {}, ("unknown loss 'focall' (choose from simcse, simcse-sup, focal, off-dropout, dclr, "
+         "triplet, imsimcse, simcse+dcl, simcse+barlow)")),
         ("simcse", "dlc", {}, "unknown regulariser 'dlc' (choose from dcl, barlow)"),
         ("imsimcse", "barlow", {}, "loss 'imsimcse' already includes regulariser 'dcl', so reg='barlow' conflicts"),
         ("simcse", None, {"m": 0.9}, "loss 'simcse' does not take hyperparameter 'm' (it takes: tau)"),
         ("simcse", None, {"lambda": 0.1}, "loss 'simcse' does not take hyperparameter 'lambda' (it takes: tau)"),
-        ("simcse+dcl", None, {"lambda_bt": 0.1}, "loss 'simcse+dcl' does not take hyperparameter 'lambda_bt' "
-         "(it takes: tau, lambda, tau_dcl)"),
+        ("simcse+dcl", None, {"lambda_bt": 0.1}, ("loss 'simcse+dcl' does not take hyperparameter 'lambda_bt' "
+         "(it takes: tau, lambda, tau_dcl)")),
         ("simcse", None, {"tau": -0.1}, "tau=-0.1 is out of range: must be > 0"),
         ("simcse", None, {"tau": 0}, "tau=0 is out of range: must be > 0"),
         ("simcse", None, {"tau": math.inf}, "tau=inf is not a finite number: must be > 0"),
@@ -552,6 +618,8 @@ def test_hyperparameters_are_coerced():
         ("simcse+dcl", None, {"lambda": -0.1}, "lambda=-0.1 is out of range: must be >= 0"),
         ("simcse+barlow", None, {"lambda_bt": -1e-3}, "lambda_bt=-0.001 is out of range: must be >= 0"),
         ("off-dropout", None, {"m": 0.0}, "m=0.0 is out of range: must be > 0"),
+        ("off-dropout", None, {"pos_ratio": 0.0}, "pos_ratio=0.0 is out of range: must be > 0"),
+        ("imsimcse", None, {"pos_ratio": -0.9}, "pos_ratio=-0.9 is out of range: must be > 0"),
         ("focal", None, {"m": 1.5}, "m=1.5 is out of range: must be in [0, 1]"),
         ("focal", None, {"m": -0.1}, "m=-0.1 is out of range: must be in [0, 1]"),
         ("dclr", None, {"phi": 1.2}, "phi=1.2 is out of range: must be in [0, 1]"),
@@ -576,3 +644,77 @@ def test_loss_hyperparameters_rejects_unknown_names():
         loss_hyperparameters("nope")
     with pytest.raises(ConfigError, match="unknown regulariser 'l2'"):
         loss_hyperparameters("simcse", "l2")
+
+
+# ---- statistics of the last forward ------------------------------------------------------------------
+
+
+def _assert_device_scalars(stats):
+    for name, value in stats.items():
+        assert isinstance(value, torch.Tensor), name
+        assert value.shape == () and value.dtype == torch.float32 and not value.requires_grad, name
+
+
+@pytest.mark.parametrize("name", ["simcse", "focal", "off-dropout", "triplet", "simcse+dcl"])
+def test_losses_without_statistics_report_none(name):
+    loss_fn = build_loss(name)
+    assert loss_fn.stats() == {}
+    loss_fn(_embeddings())
+    assert loss_fn.stats() == {}
+
+
+def test_dclr_stats_by_hand():
+    # s(c_0, c_1) ~ 0.995 >= 0.9: (0, 1) and (1, 0) removed, 2 of the 6 off-diagonal negatives.
+    weights = false_negative_weights(t([[1.0, 0.0], [1.0, 0.1], [0.0, 1.0]]), phi=0.9)
+    z1 = t([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    noise = t([[1.0, 0.0], [-1.0, 1.0]])
+    cosines = [ref_cos(a, n) for a in z1.tolist() for n in noise.tolist()]
+    stats = losses.registry.dclr_stats(z1, noise, weights, tau=0.05)
+    _assert_device_scalars(stats)
+    assert stats["dclr_removed_fraction"].item() == approx(2 / 6)
+    assert stats["dclr_noise_logit"].item() == approx(sum(cosines) / len(cosines) / 0.05)
+    # The (unused) diagonal, 0 here, does not count as a removed negative.
+    assert losses.registry.dclr_stats(z1, noise, torch.zeros(3, 3).fill_diagonal_(1.0), 0.05)[
+        "dclr_removed_fraction"].item() == approx(1.0)
+    assert losses.registry.dclr_stats(z1, noise, torch.ones(3, 3), 0.05)["dclr_removed_fraction"].item() == 0.0
+    assert set(losses.registry.dclr_stats(z1, noise[:0], weights, 0.05)) == {"dclr_removed_fraction"}
+
+
+def test_dclr_module_records_its_statistics_each_forward():
+    z1 = t([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [1.0, 1.0, 0.0]])
+    z2 = z1 + 0.1
+    # Complementary cosines: rows 0 and 1 ~ 0.995 apart, row 3 ~ 0.89 from row 2, the rest lower.
+    comp = t([[1.0, 0.0, 0.0], [1.0, 0.1, 0.0], [0.0, 1.0, 0.0], [0.0, 2.0, 1.0]])
+    loss_fn = build_loss("dclr", phi=0.8, k=0.5, noise_steps=0, tau=0.1)
+    assert loss_fn.stats() == {}
+    torch.manual_seed(3)
+    loss_fn(Embeddings(z1, z2, complementary=comp))
+    torch.manual_seed(3)
+    noise = (torch.randn(2, 3) * 1.0).tolist()  # K = round(0.5 * 4); no ascent step: the noise is its draw
+    stats = loss_fn.stats()
+    _assert_device_scalars(stats)
+    removed = sum(ref_cos(comp.tolist()[i], comp.tolist()[j]) >= 0.8 for i in range(4) for j in range(4) if i != j)
+    assert removed == 4  # (0, 1), (1, 0), (2, 3), (3, 2)
+    assert stats["dclr_removed_fraction"].item() == approx(removed / 12)
+    logits = [ref_cos(a, n) / 0.1 for a in z1.tolist() for n in noise]
+    assert stats["dclr_noise_logit"].item() == approx(sum(logits) / len(logits))
+
+    # The next forward replaces them: orthogonal complementary embeddings remove nothing.
+    loss_fn(Embeddings(z1, z2, complementary=torch.eye(4, 3)))
+    assert loss_fn.stats()["dclr_removed_fraction"].item() == 0.0
+    # With no noise vector there is no noise logit to report.
+    no_noise = build_loss("dclr", phi=0.0, k=0)  # every cosine >= 0 removed: all 12 here
+    no_noise(Embeddings(z1, z2, complementary=comp))
+    assert list(no_noise.stats()) == ["dclr_removed_fraction"]
+    assert no_noise.stats()["dclr_removed_fraction"].item() == 1.0
+
+
+def test_regularised_loss_merges_its_terms_statistics():
+    emb = _embeddings()
+    loss_fn = build_loss("dclr", reg="dcl", phi=0.0)
+    loss_fn(emb)
+    stats = loss_fn.stats()
+    assert set(stats) == {"dclr_removed_fraction", "dclr_noise_logit"}
+    torch.testing.assert_close(stats["dclr_removed_fraction"], loss_fn.base.stats()["dclr_removed_fraction"])
+    expected = (cos_sim(emb.complementary, emb.complementary) >= 0.0).float().fill_diagonal_(0).sum() / (8 * 7)
+    torch.testing.assert_close(stats["dclr_removed_fraction"], expected)

@@ -4,8 +4,8 @@ Each loss is a pure function of (unnormalised) embeddings, computed in float32 o
 over the batch as a 0-d tensor; `build_loss` wraps them into the modules the trainer composes.
 """
 
-from .decorrelation import barlow_twins, cross_correlation, dcl
 from .dclr import dclr_noise_negatives, debiased_info_nce, false_negative_weights, non_uniformity_loss
+from .decorrelation import barlow_twins, cross_correlation, dcl
 from .focal import focal_info_nce
 from .imsimcse import off_dropout_info_nce
 from .infonce import cos_sim, info_nce, paired_cos_sim

@@ -3,6 +3,9 @@
 A module wraps one pure function of `raycse.losses`: it holds that loss's hyperparameters (under the papers'
 names, which are also the functions' keyword names) and says which forward passes the trainer must run for
 it. `build_loss("focal", reg="dcl", tau=0.05)` returns focal + lambda * dcl; presets name common pairs.
+
+A module may also record statistics of its last forward pass (`ContrastiveLoss.stats`), such as how many
+negatives DCLR's threshold removed, so that a run can show whether a hyperparameter acts at all.
 """
 
 from __future__ import annotations
@@ -16,11 +19,11 @@ import torch
 from torch import Tensor, nn
 
 from ..errors import ConfigError
-from .decorrelation import barlow_twins, dcl
 from .dclr import dclr_noise_negatives, debiased_info_nce, false_negative_weights
+from .decorrelation import barlow_twins, dcl
 from .focal import focal_info_nce
 from .imsimcse import off_dropout_info_nce
-from .infonce import info_nce
+from .infonce import cos_sim, full_precision, info_nce
 from .triplet import hardest_in_batch_negatives, triplet
 
 
@@ -116,8 +119,20 @@ class ContrastiveLoss(nn.Module):
     needs_hard_neg: bool = False
     needs_complementary: bool = False
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._stats: dict[str, Tensor] = {}
+
     def forward(self, emb: Embeddings) -> Tensor:
         raise NotImplementedError
+
+    def stats(self) -> dict[str, Tensor]:
+        """Statistics of the last `forward`, by name: detached 0-d float32 tensors on the embeddings' device.
+
+        They stay on the device so that recording them costs no host synchronisation; the caller moves them
+        to the host when it logs. A loss with nothing to report returns {}.
+        """
+        return dict(self._stats)
 
 
 class Term(ContrastiveLoss):
@@ -178,12 +193,18 @@ class FocalInfoNCE(Term):
 
 
 class OffDropoutInfoNCE(Term):
-    """ImSimCSE's `off_dropout_info_nce`: negatives from a dropout-off pass."""
+    """ImSimCSE's `off_dropout_info_nce`: negatives from a dropout-off pass, in both parametrisations."""
 
     name = "off-dropout"
     needs_z0 = True
-    # m = 0.9 (ImSimCSE §5.1, Table 5); it enters as log m, hence m > 0.
-    hyperparameters = {"tau": SIMCSE_TAU, "m": _positive(0.9)}
+    hyperparameters = {
+        "tau": SIMCSE_TAU,
+        # Eq. 3's weight of the negatives; it enters as log m, hence m > 0. 1 switches it off: the paper's
+        # m = 0.9 was measured on pos_ratio (below), so it is not eq. 3's default here.
+        "m": _positive(1.0),
+        # The released code's factor on the positive logit, which produced Table 5's sweep and its optimum 0.9.
+        "pos_ratio": _positive(0.9),
+    }
 
     def forward(self, emb: Embeddings) -> Tensor:
         return off_dropout_info_nce(emb.z1, emb.z2, _require(emb, "z0", self.name), **self.hparams)
@@ -215,7 +236,26 @@ class DCLR(Term):
         init = torch.randn(round(h["k"] * n), dim, device=emb.z1.device, dtype=torch.float32) * h["noise_sigma"]
         noise = dclr_noise_negatives(emb.z1, emb.z2, init, h["noise_steps"], h["noise_beta"], h["tau_u"])
         weights = false_negative_weights(_require(emb, "complementary", self.name), h["phi"])
+        self._stats = dclr_stats(emb.z1, noise, weights, h["tau"])
         return debiased_info_nce(emb.z1, emb.z2, noise, weights, h["tau"])
+
+
+@torch.no_grad()
+@full_precision
+def dclr_stats(z1: Tensor, noise: Tensor, weights: Tensor, tau: float) -> dict[str, Tensor]:
+    """Whether DCLR's phi and k act on a batch (DCLR degenerates into SimCSE when neither does):
+
+        dclr_removed_fraction  the fraction of the N(N - 1) in-batch negatives whose weight alpha_ij is 0
+        dclr_noise_logit       mean over anchors i and noise vectors k of s(z1_i, noise_k)/tau
+                               (absent when there is no noise vector, K = 0)
+    """
+    n = len(weights)
+    off_diagonal = ~torch.eye(n, dtype=torch.bool, device=weights.device)
+    removed = ((weights == 0) & off_diagonal).sum(dtype=torch.float32) / max(n * (n - 1), 1)
+    stats = {"dclr_removed_fraction": removed}
+    if len(noise) > 0:
+        stats["dclr_noise_logit"] = (cos_sim(z1.detach(), noise) / tau).mean().float()
+    return stats
 
 
 class Triplet(Term):
@@ -271,6 +311,9 @@ class Regularised(ContrastiveLoss):
 
     def forward(self, emb: Embeddings) -> Tensor:
         return self.base(emb) + self.weight * self.regulariser(emb)
+
+    def stats(self) -> dict[str, Tensor]:
+        return {**self.base.stats(), **self.regulariser.stats()}
 
     def extra_repr(self) -> str:
         return f"name={self.name!r}, lambda={self.weight:g}"
