@@ -3,16 +3,17 @@
 A corpus is a text file (one sentence a line), an http(s) URL of one, or a Hugging Face dataset written
 `hf:NAME[:SPLIT[:COLUMN]]`; the default is the Wikipedia sample bundled in the package (the first 11,914
 lines of SimCSE's wiki1m). Supervised data is SimCSE's `nli_for_simcse.csv` format: columns sent0, sent1,
-hard_neg. Every reader fails with a `ConfigError` that names the file (and line) rather than a traceback.
+hard_neg; the alias `sick-train` builds a small demonstration set of such triplets from the bundled SICK train
+split, so that the supervised losses run offline. Every reader fails with a `ConfigError` that names the file
+(and line) rather than a traceback.
 """
 from __future__ import annotations
 
 import csv
 import io
+import itertools
 import urllib.request
 from pathlib import Path
-
-import itertools
 
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
@@ -23,6 +24,8 @@ from raycse.errors import ConfigError
 DATA_DIR = Path(__file__).resolve().parent / "data"
 BUNDLED_CORPUS_PATH = DATA_DIR / "wiki_sample.txt"
 NLI_COLUMNS = ("sent0", "sent1", "hard_neg")
+BUNDLED_SICK_TRIPLETS = "sick-train"  # (premise, entailment, contradiction) triplets built from SICK's train split
+SICK_TRAIN_PATH = DATA_DIR / "senteval" / "SICK" / "SICK_train.txt"
 
 
 def read_corpus(source: str, max_sentences: int | None = None, replace_bad_bytes: bool = False) -> list[str]:
@@ -42,7 +45,12 @@ def read_corpus(source: str, max_sentences: int | None = None, replace_bad_bytes
 
 
 def read_nli_triplets(path: str, max_rows: int | None = None) -> list[tuple[str, str, str]]:
-    """(anchor, entailment, contradiction) rows of an NLI csv with the columns sent0, sent1, hard_neg."""
+    """(anchor, entailment, contradiction) rows of an NLI csv with the columns sent0, sent1, hard_neg.
+
+    ``path`` may also be `BUNDLED_SICK_TRIPLETS` ("sick-train"): see `sick_triplets`.
+    """
+    if path == BUNDLED_SICK_TRIPLETS:
+        return sick_triplets(max_rows=max_rows)
     raw, name = _read_bytes(path)
     text = "\n".join(_decode_lines(raw, name, replace_bad_bytes=False, keep_blank=True))
     reader = csv.DictReader(io.StringIO(text))
@@ -59,6 +67,47 @@ def read_nli_triplets(path: str, max_rows: int | None = None) -> list[tuple[str,
     if not rows:
         raise ConfigError(f"{name}: no complete (sent0, sent1, hard_neg) row")
     return rows
+
+
+def sick_triplets(path: str | Path = SICK_TRAIN_PATH, max_rows: int | None = None) -> list[tuple[str, str, str]]:
+    """(premise, entailment, contradiction) triplets in SimCSE's format, built from a SICK split.
+
+    A small demonstration set, so that the supervised losses run offline: it is NOT SimCSE's supervised
+    data (nli_for_simcse.csv, about 275k SNLI + MNLI triplets), and a model trained on it should not be
+    compared with the papers' supervised figures. The bundled SICK train split gives 148 triplets (from 107
+    premises).
+
+    SICK's file has a header line, then pair_ID, sentence_A, sentence_B, relatedness_score,
+    entailment_judgment (ENTAILMENT, CONTRADICTION or NEUTRAL). Only sentence_A is taken as the premise, as
+    in SimCSE's data where the hypothesis is always the second sentence. A premise with at least one
+    ENTAILMENT and at least one CONTRADICTION hypothesis gives one triplet per entailment pair, in file
+    order; its k-th entailment pair takes the premise's (k mod C)-th contradiction (C contradictions, in
+    file order), so that the choice spreads over them and does not depend on a seed.
+    """
+    raw, name = _read_bytes(str(path))
+    lines = _decode_lines(raw, name, replace_bad_bytes=False, keep_blank=True)
+    entailment_pairs: list[tuple[str, str]] = []
+    contradictions: dict[str, list[str]] = {}
+    for number, line in enumerate(lines[1:], start=2):  # line 1 is the header
+        if not line:
+            continue
+        fields = [field.strip() for field in line.split("\t")]
+        if len(fields) < 5:
+            raise ConfigError(f"{name}: line {number} has {len(fields)} tab-separated fields, a SICK file has 5")
+        premise, hypothesis, judgment = fields[1], fields[2], fields[4]
+        if judgment == "ENTAILMENT":
+            entailment_pairs.append((premise, hypothesis))
+        elif judgment == "CONTRADICTION":
+            contradictions.setdefault(premise, []).append(hypothesis)
+    rows = []
+    used: dict[str, int] = {}  # entailment pairs of each premise seen so far
+    for premise, entailment in entailment_pairs:
+        if premise in contradictions:
+            k = used[premise] = used.get(premise, -1) + 1
+            rows.append((premise, entailment, contradictions[premise][k % len(contradictions[premise])]))
+    if not rows:
+        raise ConfigError(f"{name}: no premise with both an ENTAILMENT and a CONTRADICTION hypothesis")
+    return rows[:max_rows] if max_rows is not None else rows
 
 
 def _read_bytes(source: str) -> tuple[bytes, str]:

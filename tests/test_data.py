@@ -4,7 +4,14 @@ from __future__ import annotations
 import pytest
 
 from raycse.config import BUNDLED_CORPUS
-from raycse.data import GlobalBatches, read_corpus, read_nli_triplets
+from raycse.data import (
+    BUNDLED_SICK_TRIPLETS,
+    SICK_TRAIN_PATH,
+    GlobalBatches,
+    read_corpus,
+    read_nli_triplets,
+    sick_triplets,
+)
 from raycse.errors import ConfigError
 
 
@@ -112,6 +119,68 @@ def test_nli_csv_without_a_complete_row_is_an_error(tmp_path):
 
     with pytest.raises(ConfigError, match="no complete"):
         read_nli_triplets(str(csv_file))
+
+
+def _sick_pairs() -> list[tuple[str, str, str]]:
+    """(sentence_A, sentence_B, entailment_judgment) of every line of the bundled file, read by hand."""
+    lines = SICK_TRAIN_PATH.read_text(encoding="utf-8").splitlines()
+    assert lines[0].split("\t") == ["pair_ID", "sentence_A", "sentence_B", "relatedness_score", "entailment_judgment"]
+    # Some sentences end in a space (pair 301's sentence_B): the triplets hold them stripped.
+    return [(fields[1].strip(), fields[2].strip(), fields[4]) for fields in (line.split("\t") for line in lines[1:])]
+
+
+def test_sick_train_gives_148_triplets_whose_relations_the_file_states():
+    assert BUNDLED_SICK_TRIPLETS == "sick-train"
+    rows = read_nli_triplets(BUNDLED_SICK_TRIPLETS)
+    assert len(rows) == 148 and len({premise for premise, _, _ in rows}) == 107
+    pairs = _sick_pairs()
+    judgments = {(a, b): judgment for a, b, judgment in pairs}
+    for premise, entailment, contradiction in rows:
+        assert judgments[(premise, entailment)] == "ENTAILMENT"
+        assert judgments[(premise, contradiction)] == "CONTRADICTION"
+    # One triplet per ENTAILMENT line whose sentence_A has a CONTRADICTION line, in file order.
+    with_contradiction = {a for a, _, judgment in pairs if judgment == "CONTRADICTION"}
+    used = [(a, b) for a, b, judgment in pairs if judgment == "ENTAILMENT" and a in with_contradiction]
+    assert [(premise, entailment) for premise, entailment, _ in rows] == used
+    assert rows == sick_triplets(SICK_TRAIN_PATH)
+
+
+def test_sick_triplets_cycle_through_each_premises_contradictions_in_file_order():
+    rows = read_nli_triplets(BUNDLED_SICK_TRIPLETS)
+    # Pairs 2136, 3357, 5358, 5419 are its entailments, 3362 and 5359 its contradictions.
+    premise = "A woman is peeling a potato"
+    assert [(e, c) for p, e, c in rows if p == premise] == [
+        ("A potato is being peeled by a woman", "There is no woman peeling a potato"),
+        ("A potato is being peeled by a woman", "There is no lady peeling the potato"),
+        ("The potato is being peeled by the lady", "There is no woman peeling a potato"),
+        ("A woman is peeling food", "There is no lady peeling the potato"),
+    ]
+    # Pair 1 of the file is NEUTRAL: its sentence_B is in no triplet of its premise.
+    assert not any(p.startswith("A group of kids is playing in a yard and an old man") for p, _, _ in rows)
+
+
+def test_sick_triplets_max_rows_keeps_the_first_rows():
+    rows = read_nli_triplets(BUNDLED_SICK_TRIPLETS)
+    assert read_nli_triplets(BUNDLED_SICK_TRIPLETS, max_rows=10) == rows[:10]
+    assert read_nli_triplets(BUNDLED_SICK_TRIPLETS, max_rows=1000) == rows
+    assert rows[0] == ("A nude lady is walking in front of a crowd in body paint",
+                       "A topless girl is covered in paint",
+                       "There is no lady walking in body paint in front of a crowd")
+
+
+def test_sick_file_without_a_usable_premise_or_with_a_short_line_is_an_error(tmp_path):
+    header = "pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment\n"
+    sick = tmp_path / "SICK_small.txt"
+    sick.write_text(header + "1\ta dog runs\ta dog moves\t4.0\tENTAILMENT\n"
+                    "2\ta cat sits\tno cat sits\t2.0\tCONTRADICTION\n")
+    with pytest.raises(ConfigError, match="no premise with both"):
+        sick_triplets(sick)
+    sick.write_text(header + "1\ta dog runs\ta dog moves\t4.0\tENTAILMENT\n"
+                    "\n"
+                    "2\ta dog runs\tno dog moves\n")
+    with pytest.raises(ConfigError) as err:
+        sick_triplets(sick)
+    assert str(sick) in str(err.value) and "line 4" in str(err.value)
 
 
 # --------------------------------------------------------------------------------------- global batches
