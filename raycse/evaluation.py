@@ -13,12 +13,20 @@ and the gold similarity score (SentEval, Conneau & Kiela 2018, `senteval/sts.py`
   alignment         SimCSE's / Wang & Isola's alignment and uniformity of L2-normalised embeddings on STS-B
   uniformity        dev (see `alignment_uniformity`)
 
+The number a search maximises is a `DevObjective`, chosen with `build_objective`:
+
+  stsb_dev          STS-B dev (the default; SimCSE's model selection)
+  sts_dev_avg       the mean of STS-B dev and SICK-R dev (DCLR's model selection)
+  a file path       the user's own development pairs, a TSV or CSV with two sentence columns and a gold score
+
 The evaluation knows nothing of models: it takes an `Encode` function from sentences to embeddings, and
 encodes each distinct sentence once.
 """
 from __future__ import annotations
 
+import csv
 import functools
+import io
 import math
 import warnings
 from collections.abc import Callable, Iterable
@@ -207,21 +215,15 @@ def sts_task_spearman(encode: Encode, name: str, data_dir: str | Path | None = N
 
 
 class StsbDevEvaluator:
-    """STS-B dev Spearman x100, for calling every few training steps.
-
-    The dev file is read and its 1500 pairs reduced to distinct sentences once, at construction; each call
-    only encodes those sentences and ranks the cosines.
-    """
+    """STS-B dev Spearman x100, for calling every few training steps: the `stsb_dev` objective as a float."""
 
     def __init__(self, data_dir: str | Path | None = None):
-        self.pairs = load_sts_task("STSBenchmark-dev", data_dir)["all"]
-        self._distinct = _DistinctSentences([self.pairs])
-        self._rows1 = self._distinct.rows(self.pairs.sentences1)
-        self._rows2 = self._distinct.rows(self.pairs.sentences2)
+        self._objective = build_objective("stsb_dev", data_dir=data_dir)
+        self.pairs = self._objective.pairs["stsb_dev"]
+        self._distinct = self._objective._distinct  # `raycse bench` counts its sentences
 
     def __call__(self, encode: Encode) -> float:
-        embeddings = self._distinct.encode_with(encode)
-        return spearman_x100(_cosines(embeddings, self._rows1, self._rows2), self.pairs.scores)
+        return self._objective(encode)["stsb_dev"]
 
 
 def stsb_dev_spearman(encode: Encode, data_dir: str | Path | None = None) -> float:
@@ -256,6 +258,163 @@ def _alignment_uniformity(
     sentence_rows = distinct.rows(list(dict.fromkeys([*pairs.sentences1, *pairs.sentences2])))
     uniformity = torch.pdist(normalised[sentence_rows], p=2).pow(2).mul(-2.0).exp().mean().log()
     return float(alignment), float(uniformity)
+
+
+# ----------------------------------------------------------------------------------------------- objectives
+OBJECTIVES = ("stsb_dev", "sts_dev_avg")
+DEFAULT_DEV_COLUMNS = "sentence1,sentence2,score"
+
+# The dev figures each named objective averages, keyed as in `SPLIT_OF_RESULT`.
+_COMPONENTS_OF_OBJECTIVE = {"stsb_dev": ("stsb_dev",), "sts_dev_avg": ("stsb_dev", "sickr_dev")}
+_DESCRIPTION_OF_OBJECTIVE = {
+    "stsb_dev": "STS-B dev Spearman x100",
+    "sts_dev_avg": "mean of STS-B dev and SICK-R dev Spearman x100",
+}
+_DELIMITER_OF_SUFFIX = {".tsv": "\t", ".txt": "\t", ".csv": ","}
+
+
+class DevObjective:
+    """A search objective: the mean of one or more dev figures (Spearman x100), each on its own pairs.
+
+    The distinct sentences of all the pairs are found once, at construction; each call encodes them in ONE
+    call of `encode` and ranks the cosines. A call returns {"objective": the mean, <figure name>: figure, ...}.
+
+    Attributes:
+        name: "stsb_dev", "sts_dev_avg" or "dev_file".
+        description: what the objective is, in words (for a file: its path).
+        pairs: {figure name: its pairs}; the figure names are "stsb_dev" and "sickr_dev", or "dev_file".
+    """
+
+    def __init__(self, name: str, description: str, pairs: dict[str, STSPairs]):
+        self.name, self.description, self.pairs = name, description, dict(pairs)
+        self._distinct = _DistinctSentences(self.pairs.values())
+        self._rows = {
+            key: (self._distinct.rows(p.sentences1), self._distinct.rows(p.sentences2)) for key, p in self.pairs.items()
+        }
+
+    @property
+    def sentences(self) -> list[str]:
+        """The distinct sentences that each call encodes, in the order `encode` receives them."""
+        return self._distinct.sentences
+
+    @property
+    def result_keys(self) -> tuple[str, ...]:
+        """The keys of what a call returns, in order."""
+        return ("objective", *self.pairs)
+
+    def __call__(self, encode: Encode) -> dict[str, float]:
+        embeddings = self._distinct.encode_with(encode)
+        figures = {
+            key: spearman_x100(_cosines(embeddings, *self._rows[key]), pairs.scores) for key, pairs in self.pairs.items()
+        }
+        return {"objective": float(np.mean(list(figures.values()))), **figures}
+
+    def __repr__(self) -> str:
+        return f"DevObjective({self.name!r}, {self.description!r})"
+
+
+def build_objective(spec: str, columns: str | None = None, data_dir: str | Path | None = None) -> DevObjective:
+    """The objective that ``spec`` names: "stsb_dev", "sts_dev_avg", or the path of a development file.
+
+    A development file is read by `load_dev_file`, ``columns`` ("sentence 1,sentence 2,gold score"; default
+    `DEFAULT_DEV_COLUMNS`) naming its columns; ``columns`` given with a named objective is an error, as it
+    would be ignored. Everything is validated here, so that a bad file fails before any training. ``data_dir``
+    replaces the bundled SentEval data (tests).
+    """
+    spec = str(spec)
+    if spec in OBJECTIVES:
+        if columns is not None:
+            raise ConfigError(f"objective_columns: {columns!r} only applies to a development file, not to {spec}")
+        pairs = {
+            key: concatenate(load_sts_task(SPLIT_OF_RESULT[key], data_dir).values())
+            for key in _COMPONENTS_OF_OBJECTIVE[spec]
+        }
+        return DevObjective(spec, _DESCRIPTION_OF_OBJECTIVE[spec], pairs)
+    names = _dev_columns(columns)  # a bad --objective-columns is reported even when the path is wrong too
+    path = Path(spec).expanduser()
+    if not path.is_file():
+        raise ConfigError(f"objective: {spec!r} is neither {', '.join(OBJECTIVES)} nor an existing file")
+    return DevObjective("dev_file", str(path), {"dev_file": load_dev_file(path, names)})
+
+
+def _dev_columns(columns: str | None) -> tuple[str, str, str]:
+    if columns is None:
+        columns = DEFAULT_DEV_COLUMNS
+    names = tuple(name.strip() for name in str(columns).split(","))
+    if len(names) != 3 or not all(names) or len(set(names)) != 3:
+        raise ConfigError(
+            f"objective_columns: {columns!r} is not three distinct comma-separated column names "
+            f"(sentence 1, sentence 2, gold score; e.g. {DEFAULT_DEV_COLUMNS!r})")
+    return names  # type: ignore[return-value]
+
+
+def load_dev_file(path: str | Path, columns: tuple[str, str, str] = ("sentence1", "sentence2", "score")) -> STSPairs:
+    """The sentence pairs and gold scores of a user's development file.
+
+    A TSV (.tsv or .txt; tab-separated, quotes taken literally, as in SentEval's files) or a CSV (.csv; quoted
+    fields as Python's csv reads them), UTF-8, with a header row naming at least ``columns``: sentence 1,
+    sentence 2 and the gold score. Blank rows are skipped; sentences are whitespace-normalised as SentEval's
+    are. Anything that would make the objective meaningless (fewer than 2 pairs, every gold score equal) or
+    that cannot be read raises a one-line ConfigError naming the file and, where there is one, the line.
+    """
+    path = Path(path)
+    where = f"objective file {str(path)!r}"
+    delimiter = _DELIMITER_OF_SUFFIX.get(path.suffix.lower())
+    if delimiter is None:
+        raise ConfigError(f"{where}: unknown extension {path.suffix!r} (a development file is .tsv, .txt or .csv)")
+    try:
+        raw = path.read_bytes()
+    except OSError as err:
+        raise ConfigError(f"{where}: cannot read it ({err.strerror})") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw.count(b"\n", 0, err.start) + 1
+        raise ConfigError(f"{where}: line {line} is not valid UTF-8 (byte {raw[err.start]:#04x})") from None
+    quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
+    reader = csv.DictReader(io.StringIO(text.lstrip("\ufeff"), newline=""), delimiter=delimiter, quoting=quoting)
+    if reader.fieldnames is None:
+        raise ConfigError(f"{where} is empty: it needs a header row naming the columns {', '.join(columns)}")
+    reader.fieldnames = [name.strip() for name in reader.fieldnames]
+    for name in columns:
+        if name not in reader.fieldnames:
+            found = ", ".join(repr(found) for found in reader.fieldnames)
+            raise ConfigError(f"{where}: no column {name!r} (columns found: {found})")
+    first, second, score = columns
+    sentences1, sentences2, scores = [], [], []
+    for row in _rows_of(reader, where):
+        values = [row.get(name) for name in columns]
+        if all(not (value or "").strip() for value in values):
+            continue
+        for name, value in zip(columns, values):
+            if not (value or "").strip():
+                raise ConfigError(f"{where}, line {reader.line_num}: no value in column {name!r}")
+        try:
+            gold = float(row[score])
+        except ValueError:
+            gold = math.nan
+        if not math.isfinite(gold):
+            raise ConfigError(f"{where}, line {reader.line_num}: score {row[score].strip()!r} (column {score!r}) "
+                              "is not a finite number")
+        sentences1.append(_senteval_text(row[first]))
+        sentences2.append(_senteval_text(row[second]))
+        scores.append(gold)
+    if len(scores) < 2:
+        raise ConfigError(f"{where} has {len(scores)} sentence pair(s): a Spearman correlation needs at least 2")
+    if len(set(scores)) == 1:
+        raise ConfigError(f"{where}: every gold score is {scores[0]:g}, so their Spearman correlation is undefined")
+    return STSPairs(sentences1, sentences2, np.asarray(scores, dtype=np.float64))
+
+
+def _rows_of(reader: csv.DictReader, where: str):
+    """The reader's rows, with a malformed one (e.g. a NUL byte) reported as a ConfigError naming its line."""
+    while True:
+        try:
+            yield next(reader)
+        except StopIteration:
+            return
+        except csv.Error as err:
+            raise ConfigError(f"{where}, line {reader.line_num}: {err}") from None
 
 
 # ----------------------------------------------------------------------------------------------- reports

@@ -11,9 +11,12 @@ from scipy.stats import spearmanr
 
 from raycse.errors import ConfigError
 from raycse.evaluation import (
+    OBJECTIVES,
     SEVEN_TASKS,
+    DevObjective,
     StsbDevEvaluator,
     alignment_uniformity,
+    build_objective,
     evaluate_encoder,
     format_table,
     load_sts_task,
@@ -223,3 +226,169 @@ def test_format_table_reads_like_table_2():
     assert "STS-B dev" in table and "79.73" in table
     assert "0.23" in table and "-2.35" in table
     assert format_table({"stsb_dev": 79.731463}, "t").splitlines()[1].split() == ["STS-B", "dev", "79.73"]
+
+
+# ------------------------------------------------------------------------------------ dev objectives
+class Recorded:
+    """A real encode function that also records the sentence lists it was given."""
+
+    def __init__(self, encode):
+        self.encode, self.calls = encode, []
+
+    def __call__(self, sentences: list[str]) -> torch.Tensor:
+        self.calls.append(list(sentences))
+        return self.encode(sentences)
+
+
+@pytest.fixture(scope="module")
+def tiny_encode(tiny_bert_dir):
+    from raycse.model import Encoder
+
+    return Encoder.from_pretrained(tiny_bert_dir, pooler="avg").encode
+
+
+def test_objective_names():
+    assert OBJECTIVES == ("stsb_dev", "sts_dev_avg")
+
+
+def test_sts_dev_avg_on_hand_made_data_is_the_mean_of_both_dev_figures(senteval_dir):
+    encode = AngleEncoder()
+    objective = build_objective("sts_dev_avg", data_dir=senteval_dir)
+    assert (objective.name, objective.result_keys) == ("sts_dev_avg", ("objective", "stsb_dev", "sickr_dev"))
+    results = objective(encode)
+    stsb = spearmanr([0.95, 0.9, 0.2, 0.6, 0.4, 0.85, 1.0], [5.0, 4.0, 0.4, 4.2, 1.2, 4.6, 5.0]).correlation * 100
+    sickr = spearmanr([0.3, 0.9, 0.6], [1.5, 4.9, 2.0]).correlation * 100
+    assert list(results) == ["objective", "stsb_dev", "sickr_dev"]
+    assert results["stsb_dev"] == pytest.approx(stsb, abs=1e-4)
+    assert results["sickr_dev"] == pytest.approx(sickr, abs=1e-4)
+    assert results["objective"] == pytest.approx((stsb + sickr) / 2, abs=1e-4)
+    assert len(encode.calls) == 1 and len(encode.calls[0]) == len(set(encode.calls[0]))
+    objective(encode)  # reusable: each call encodes the same distinct sentences once
+    assert encode.calls[1] == encode.calls[0]
+
+
+def test_stsb_dev_and_sts_dev_avg_on_a_real_encoder(tiny_encode):
+    stsb = build_objective("stsb_dev")
+    assert (stsb.name, stsb.result_keys) == ("stsb_dev", ("objective", "stsb_dev"))
+    stsb_results = stsb(tiny_encode)
+    assert list(stsb_results) == ["objective", "stsb_dev"]
+    assert stsb_results["objective"] == stsb_results["stsb_dev"]
+    assert stsb_results["stsb_dev"] == pytest.approx(stsb_dev_spearman(tiny_encode), abs=1e-3)
+
+    recorded = Recorded(tiny_encode)
+    results = build_objective("sts_dev_avg")(recorded)
+    assert len(recorded.calls) == 1  # STS-B dev and SICK-R dev in ONE encode call, each sentence once
+    dev_sentences = {s for split in ("STSBenchmark-dev", "SICK-dev") for pairs in load_sts_task(split).values()
+                     for s in (*pairs.sentences1, *pairs.sentences2)}
+    assert sorted(recorded.calls[0]) == sorted(dev_sentences)
+    assert build_objective("sts_dev_avg").sentences == recorded.calls[0]
+    separately = {key: sts_task_spearman(tiny_encode, key) for key in ("stsb_dev", "sickr_dev")}
+    assert results["stsb_dev"] == pytest.approx(separately["stsb_dev"], abs=1e-3)
+    assert results["sickr_dev"] == pytest.approx(separately["sickr_dev"], abs=1e-3)
+    assert results["objective"] == pytest.approx((separately["stsb_dev"] + separately["sickr_dev"]) / 2, abs=1e-3)
+    assert results["stsb_dev"] != pytest.approx(results["sickr_dev"], abs=1e-3)  # so the mean is not trivially either
+
+
+DEV_ROWS = [  # (sentence 1, sentence 2, gold), with a quoted word and a sentence paired with itself
+    ("a man is playing a guitar .", "a band plays music on a stage .", 3.8),
+    ("a woman, smiling, is slicing an onion .", "someone is cooking pasta in a kitchen .", 2.5),
+    ("the cat sits on the mat .", "two dogs are running through a field .", 1.2),
+    ("stocks fell sharply on monday .", "the government announced new taxes .", 1.6),
+    ("a child is riding a horse .", "a boy is reading a book under a tree .", 1.0),
+    ("a plane is taking off .", "the train arrived late at the station .", 2.0),
+    ("the football match ended in a draw .", "rain is expected for the weekend .", 0.2),
+    ('a girl is painting a "picture" .', "the scientist measured the temperature .", 0.4),
+    ("a man is playing a guitar .", "a man is playing a guitar .", 5.0),
+]
+
+
+def _by_hand(encode, rows) -> float:
+    """Spearman x100 of the rows' cosines, each pair encoded on its own, ranked by scipy."""
+    cosines = [float(torch.nn.functional.cosine_similarity(*encode([a, b]).double(), dim=0)) for a, b, _ in rows]
+    return spearmanr(cosines, [gold for _, _, gold in rows]).correlation * 100
+
+
+def test_dev_file_tsv_with_default_columns(tmp_path, tiny_encode):
+    dev = tmp_path / "dev.tsv"
+    dev.write_text("sentence1\tsentence2\tscore\tsource\n"
+                   + "".join(f"{a}\t{b}\t{gold}\tmine\n" for a, b, gold in DEV_ROWS) + "\n", encoding="utf-8")
+    objective = build_objective(str(dev))
+    assert isinstance(objective, DevObjective)
+    assert (objective.name, objective.description, objective.result_keys) == ("dev_file", str(dev), ("objective", "dev_file"))
+    assert objective.pairs["dev_file"].sentences1[7] == 'a girl is painting a "picture" .'  # quotes are literal in a TSV
+    recorded = Recorded(tiny_encode)
+    results = objective(recorded)
+    assert results["objective"] == results["dev_file"] == pytest.approx(_by_hand(tiny_encode, DEV_ROWS), abs=1e-6)
+    assert len(recorded.calls) == 1 and len(recorded.calls[0]) == 16  # 18 sentences, 16 distinct
+    assert objective(tiny_encode) == results
+
+
+def test_dev_file_csv_with_custom_columns(tmp_path, tiny_encode):
+    dev = tmp_path / "my dev.CSV"
+    lines = ["gold, left ,right"] + [f'{gold},"{a}","{b}"'.replace('"picture"', '""picture""') for a, b, gold in DEV_ROWS]
+    dev.write_text("\r\n".join(lines) + "\r\n", encoding="utf-8")
+    objective = build_objective(str(dev), columns="left, right,gold")
+    assert objective.pairs["dev_file"].sentences1 == [a for a, _, _ in DEV_ROWS]
+    assert objective(tiny_encode)["dev_file"] == pytest.approx(_by_hand(tiny_encode, DEV_ROWS), abs=1e-6)
+    assert objective.pairs["dev_file"].scores.tolist() == [gold for _, _, gold in DEV_ROWS]
+
+
+def _write(tmp_path, name: str, content) -> str:
+    path = tmp_path / name
+    path.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
+    return str(path)
+
+
+GOOD_TSV = "sentence1\tsentence2\tscore\na b\tc d\t1.0\ne f\tg h\t2.0\n"
+
+
+@pytest.mark.parametrize(
+    "name, content, columns, expected",
+    [
+        (None, None, None, "objective: 'xyz' is neither stsb_dev, sts_dev_avg nor an existing file"),
+        ("dev.tsv", b"sentence1\tsentence2\tscore\na b\tc d\t1.0\ncaf\xe9\tg h\t2.0\n", None,
+         "{path}: line 3 is not valid UTF-8 (byte 0xe9)"),
+        ("dev.tsv", "sentence1\tsentence_2\tscore\na b\tc d\t1.0\n", None,
+         "{path}: no column 'sentence2' (columns found: 'sentence1', 'sentence_2', 'score')"),
+        ("dev.csv", "s1,s2,gold\na b,c d,1.0\ne f,g h,high\n", "s1,s2,gold",
+         "{path}, line 3: score 'high' (column 'gold') is not a finite number"),
+        ("dev.tsv", "sentence1\tsentence2\tscore\na b\tc d\tnan\n", None,
+         "{path}, line 2: score 'nan' (column 'score') is not a finite number"),
+        ("dev.tsv", "sentence1\tsentence2\tscore\na b\tc d\t1.0\n\n", None,
+         "{path} has 1 sentence pair(s): a Spearman correlation needs at least 2"),
+        ("dev.tsv", "sentence1\tsentence2\tscore\na b\tc d\t3\ne f\tg h\t3.0\n", None,
+         "{path}: every gold score is 3, so their Spearman correlation is undefined"),
+        ("dev.tsv", "sentence1\tsentence2\tscore\na b\t\t1.0\ne f\tg h\t2.0\n", None,
+         "{path}, line 2: no value in column 'sentence2'"),
+        ("dev.tsv", "", None, "{path} is empty: it needs a header row naming the columns sentence1, sentence2, score"),
+        ("dev.json", GOOD_TSV, None, "{path}: unknown extension '.json' (a development file is .tsv, .txt or .csv)"),
+        ("dev.tsv", GOOD_TSV, "sentence1,sentence2",
+         ("objective_columns: 'sentence1,sentence2' is not three distinct comma-separated column names "
+          "(sentence 1, sentence 2, gold score; e.g. 'sentence1,sentence2,score')")),
+        ("dev.tsv", GOOD_TSV, "a,,b", "objective_columns: 'a,,b' is not three distinct"),
+        ("dev.tsv", GOOD_TSV, "a,a,b", "objective_columns: 'a,a,b' is not three distinct"),
+        ("dev.tsv", GOOD_TSV, "a,b,c,d", "objective_columns: 'a,b,c,d' is not three distinct"),
+    ],
+)
+def test_dev_file_errors_name_the_culprit(tmp_path, name, content, columns, expected):
+    spec = "xyz" if name is None else _write(tmp_path, name, content)
+    with pytest.raises(ConfigError) as err:
+        build_objective(spec, columns=columns)
+    message = str(err.value)
+    assert message.startswith(expected.format(path=f"objective file {spec!r}"))
+    assert "\n" not in message
+
+
+def test_columns_only_apply_to_a_file():
+    with pytest.raises(ConfigError, match="^objective_columns: 'a,b,c' only applies to a development file, not to stsb_dev$"):
+        build_objective("stsb_dev", columns="a,b,c")
+
+
+def test_a_good_dev_file_reads(tmp_path):
+    pairs = build_objective(_write(tmp_path, "dev.txt", GOOD_TSV)).pairs["dev_file"]
+    assert (pairs.sentences1, pairs.sentences2, pairs.scores.tolist()) == (["a b", "e f"], ["c d", "g h"], [1.0, 2.0])
+
+
+def test_stsb_dev_evaluator_keeps_its_pairs(senteval_dir):
+    evaluator = StsbDevEvaluator(data_dir=senteval_dir)
+    assert evaluator.pairs.scores.tolist() == [5.0, 4.0, 0.4, 4.2, 1.2, 4.6, 5.0]
