@@ -1,190 +1,382 @@
-"""Tables and plots of a search: the end-of-search summary and `raycse report EXPERIMENT`.
+"""`raycse report EXPERIMENT`: the tables and the one-page HTML report of a search.
 
-Reads only what the search wrote (the summary object, or the MLflow experiment), so a report can be made
-at any time after a search, on any machine that reaches the tracking store.
+Everything comes from what `raycse search` recorded: the experiment's latest parent run (tag
+`raycse.search`) and its `search_summary.json` artifact, its child runs (tags `raycse.stage`, ...; the
+step-indexed metric `objective`), and the search's own Optuna study, loaded from the storage the summary
+names - never rebuilt from MLflow parameters, so conditional spaces, log scales and the loss family are
+exactly as the search declared them.
+A report can be made at any time after a search, on any machine that reaches both stores.
+
+Importances are seeded fANOVA. They are flagged as unreliable when fewer than `MIN_TRIALS_FOR_IMPORTANCE`
+search trials completed, or when the completed trials' objectives span less than `NOISE_SPREAD_FACTOR`
+times the seed noise that the confirmation stage measured: two runs of one configuration with different
+seeds already differ by about sqrt(2) x that noise, and the range of a handful of pure-noise draws is
+about 2-3 x it, so a smaller spread is what identical configurations would produce and the forest is
+fitting noise.
 """
 from __future__ import annotations
 
+import json
 import math
+import tempfile
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from raycse.errors import ConfigError
 
-PAPER_PARAMS = ("tau", "m", "lambda", "tau_dcl", "phi", "k", "lambda_bt", "margin", "hard_neg_weight", "lr", "batch_size")
+if TYPE_CHECKING:
+    import optuna
+    from mlflow.tracking import MlflowClient
+
+SEARCH_TAG = "raycse.search"
+SUMMARY_ARTIFACT = "search_summary.json"
+REPORT_ARTIFACT_DIR = "report"
+MIN_TRIALS_FOR_IMPORTANCE = 10
+NOISE_SPREAD_FACTOR = 2.0
 TEST_COLUMNS = (("STS12", "STS12"), ("STS13", "STS13"), ("STS14", "STS14"), ("STS15", "STS15"), ("STS16", "STS16"),
                 ("STSBenchmark", "STS-B"), ("SICKRelatedness", "SICK-R"), ("avg", "Avg."))
 
 
-def _fmt(value: Any) -> str:
-    if value is None:
+# ------------------------------------------------------------------------------------------ formatting
+def fmt(value: Any) -> str:
+    """4 significant digits for floats (tau 0.07077, lr 3e-05, tau 0.07 as written); '-' for a missing value."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "-"
     if isinstance(value, float):
-        if not math.isfinite(value):
-            return "-"
-        return f"{value:.4g}" if abs(value) < 0.01 or abs(value) >= 1000 else f"{value:.4f}".rstrip("0").rstrip(".")
+        return f"{value:.4g}"
     return str(value)
 
 
+def score(value: float | None) -> str:
+    """A measured objective at 4 significant digits, trailing zeros kept so that a column reads 81.00, 81.56."""
+    return "-" if value is None or not math.isfinite(value) else f"{value:#.4g}"
+
+
+def fmt_params(params: dict[str, Any]) -> str:
+    return ", ".join(f"{name}={fmt(value)}" for name, value in params.items())
+
+
+def mean_std(mean: float | None, std: float | None) -> str:
+    return score(mean) if std is None or mean is None else f"{score(mean)} ± {fmt(std)}"
+
+
 def table(headers: list[str], rows: list[list[Any]]) -> str:
-    cells = [[_fmt(v) for v in row] for row in rows]
+    """A plain-text table, right-aligned, floats at 4 significant digits."""
+    cells = [[v if isinstance(v, str) else fmt(v) for v in row] for row in rows]
     widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
     line = lambda values: "  ".join(v.rjust(w) for v, w in zip(values, widths))  # noqa: E731
     return "\n".join([line(headers), line(["-" * w for w in widths])] + [line(r) for r in cells])
 
 
-def test_row_table(rows: dict[str, dict[str, float]]) -> str:
-    """Rows like the papers' Table 2: the seven STS tasks and their average."""
+def sts_table_rows(rows: dict[str, dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    """Rows like the papers' Table 2: the seven STS tasks and their average, 2 decimals.
+
+    A figure is a number or a {"mean", "std"} dict (std may be missing or null): the latter prints as mean ± std.
+    """
+    def cell(figure: Any) -> str:
+        if isinstance(figure, dict):
+            mean, std = figure.get("mean"), figure.get("std")
+            return "-" if mean is None else f"{mean:.2f}" if std is None else f"{mean:.2f} ± {std:.2f}"
+        return "-" if figure is None else f"{float(figure):.2f}"
+
     headers = [""] + [label for _, label in TEST_COLUMNS]
-    def cell(value):
-        return None if value is None else f"{float(value):.2f}"
-
-    return table(headers, [[name] + [cell(figures.get(key)) for key, _ in TEST_COLUMNS] for name, figures in rows.items()])
+    return headers, [[name] + [cell(figures.get(key)) for key, _ in TEST_COLUMNS] for name, figures in rows.items()]
 
 
-def format_search_summary(summary, space) -> str:
-    params = sorted({p for t in summary.trials for p in t.params})
-    rows = [[t.trial_id, t.family, *[t.params.get(p) for p in params],
-             round(t.best_stsb_dev, 2) if t.best_stsb_dev is not None else None, t.status, t.steps]
-            for t in sorted(summary.trials, key=lambda t: -(t.best_stsb_dev or -1e9))]
-    out = [f"Search {summary.experiment!r} ({summary.budget} budget, {summary.wall_seconds:.0f} s): "
-           f"{len(summary.trials)} trials", table(["trial", "loss", *params, "best dev", "status", "steps"], rows)]
-    if summary.best is None:
-        return "\n".join(out + ["No trial finished with a checkpoint."])
-    best_params = {k: v for k, v in summary.best_config["hparams"].items()}
-    out.append(f"\nBest: {summary.best.family} {best_params} lr={summary.best_config['lr']} "
-               f"batch={summary.best_config['batch_size']} -> STS-B dev {summary.best.best_stsb_dev:.2f}")
-    if summary.best_test:
-        rows = {"raycse best": summary.best_test}
-        paper = (space.paper or {}).get(summary.best.family)
-        if paper:
-            rows["paper (reported, BERT-base)"] = paper
-        out.append(test_row_table(rows))
-    out.append(f"Best checkpoint: {summary.best_checkpoint}")
-    out.append(f"MLflow: parent run {summary.parent_run_id}, registered model {summary.experiment!r} "
-               f"version {summary.model_version}")
+def test_row_table(rows: dict[str, dict[str, Any]]) -> str:
+    return table(*sts_table_rows(rows))
+
+
+# ------------------------------------------------------------------------------------------ the tables
+@dataclass
+class TrialRow:
+    """One search-stage trial as the search table shows it."""
+
+    trial_id: str
+    family: str
+    params: dict[str, Any]
+    best_objective: float | None
+    best_step: int | None  # the training step of the best evaluation
+    last_step: int | None  # the training step of the last evaluation (where ASHA stopped it, if it did)
+    status: str
+    seed: int | None
+    is_published: bool = False
+    optuna_number: int | None = None
+
+
+def best_of_history(history: list[tuple[int, float]]) -> tuple[float, int] | None:
+    """(best value, its step) of an objective history; the earliest step wins a tie."""
+    finite = [(step, value) for step, value in history if math.isfinite(value)]
+    if not finite:
+        return None
+    step, value = min(finite, key=lambda point: (-point[1], point[0]))
+    return value, step
+
+
+def search_rows_from_summary(summary: dict) -> list[TrialRow]:
+    """The search table from `search_summary.json` alone (what the end of `raycse search` has at hand)."""
+    published_key = (summary.get("published") or {}).get("config_key")
+    return [TrialRow(trial_id=t["trial_id"], family=t["family"], params=t["params"], best_objective=t.get("best_objective"),
+                     best_step=t.get("best_step"), last_step=t.get("steps"), status=t.get("status", "-"),
+                     seed=t.get("seed"), is_published=published_key is not None and t.get("config_key") == published_key)
+            for t in summary.get("trials", []) if t.get("stage", "search") == "search"]
+
+
+def _param_value(text: str) -> Any:
+    """MLflow keeps parameters as strings: give numbers back their type so they print at 4 digits."""
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def search_rows_from_runs(client: MlflowClient, experiment_id: str, parent_run_id: str, summary: dict) -> list[TrialRow]:
+    """The search table from the child runs: best value and best step straight from each `objective` history."""
+    searched = summary.get("searched_params") or {}
+    published_key = (summary.get("published") or {}).get("config_key")
+    runs = client.search_runs([experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent_run_id}'",
+                              max_results=50000)
+    rows = []
+    for run in runs:
+        tags, params, metrics = run.data.tags, run.data.params, run.data.metrics
+        if tags.get("raycse.stage") != "search":
+            continue
+        history = sorted((m.step, m.value) for m in client.get_metric_history(run.info.run_id, "objective"))
+        best = best_of_history(history)
+        if best is not None:
+            best_objective, best_step = best
+        else:  # a run that logged only its summary metrics
+            best_objective = metrics.get("best_objective")
+            best_step = int(metrics["best_step"]) if "best_step" in metrics else None
+        family = params.get("loss_family", "-")
+        rows.append(TrialRow(
+            trial_id=tags.get("raycse.trial_id", run.info.run_name), family=family,
+            params={name: _param_value(params[name]) for name in searched.get(family, []) if name in params},
+            best_objective=best_objective, best_step=best_step, last_step=history[-1][0] if history else None,
+            status=tags.get("raycse.status", run.info.status.lower()),
+            seed=int(tags["raycse.seed"]) if tags.get("raycse.seed", "").isdigit() else None,
+            is_published=published_key is not None and tags.get("raycse.config_key") == published_key))
+    return rows
+
+
+def search_table_rows(rows: list[TrialRow], searched_params: dict[str, list[str]]) -> tuple[list[str], list[list[Any]]]:
+    """Best first; trials without a score (failed, diverged before scoring) last; one column per searched parameter."""
+    families = list(dict.fromkeys(r.family for r in rows))
+    names = list(dict.fromkeys(name for family_names in searched_params.values() for name in family_names))
+    ordered = sorted(rows, key=lambda r: (r.best_objective is None, -(r.best_objective or 0.0)))
+    headers = (["optuna #", "trial"] + (["loss"] if len(families) > 1 else []) + names
+               + ["best objective", "best step", "last eval step", "seed", "status", "point"])
+    cells = [[r.optuna_number, r.trial_id] + ([r.family] if len(families) > 1 else []) + [r.params.get(n) for n in names]
+             + [score(r.best_objective), r.best_step, r.last_step, r.seed, r.status, "published" if r.is_published else ""]
+             for r in ordered]
+    return headers, cells
+
+
+def confirmation_table_rows(summary: dict) -> tuple[list[str], list[list[Any]]]:
+    """The confirmation stage: each configuration re-run over seeds, and its paired difference to the published point."""
+    headers = ["search rank", "loss", "parameters", "n", "seeds", "mean ± std", "diff to published", "95% interval"]
+    cells = []
+    for c in summary.get("confirmation") or []:
+        diff = c.get("diff_to_published")
+        if c.get("is_published"):
+            diff_cell, interval = "(published point)", ""
+        elif diff is None:
+            diff_cell, interval = "-", ""
+        else:
+            diff_cell = mean_std(diff.get("mean"), diff.get("std"))
+            interval = "-" if diff.get("low") is None else f"[{score(diff['low'])}, {score(diff['high'])}]"
+        cells.append([c.get("search_rank"), c.get("family", "-"), fmt_params(c.get("params") or {}), c.get("n"),
+                      ", ".join(str(s) for s in c.get("seeds") or []), mean_std(c.get("mean"), c.get("std")),
+                      diff_cell, interval])
+    return headers, cells
+
+
+def winner_test_rows(summary: dict) -> dict[str, dict[str, Any]]:
+    """The winner's seven test tasks (mean ± std over its seeds) beside the paper's row."""
+    rows: dict[str, dict[str, Any]] = {}
+    winner, figures = summary.get("winner") or {}, summary.get("winner_test") or {}
+    if figures:
+        n = max((f.get("n") or 0 for f in figures.values()), default=0)
+        rows[f"raycse winner ({winner.get('family', '?')}, {n} seed{'s' if n != 1 else ''})"] = figures
+    paper = summary.get("paper") or {}
+    if paper.get("figures"):
+        rows[paper.get("label") or f"paper ({paper.get('family', '?')})"] = paper["figures"]
+    return rows
+
+
+def published_reference(summary: dict, rows: list[TrialRow]) -> tuple[float, str] | None:
+    """The published point's objective and where it comes from: its confirmed mean, else its search trial."""
+    for c in summary.get("confirmation") or []:
+        if c.get("is_published") and c.get("mean") is not None:
+            return c["mean"], f"mean of {c.get('n')} seeds"
+    scored = [r for r in rows if r.is_published and r.best_objective is not None]
+    if scored:
+        return scored[0].best_objective, "its search trial, one seed"
+    return None
+
+
+SEED_NOISE_UNKNOWN = ("the confirmation stage measured no seed noise (no configuration ran with 2 or more seeds), "
+                      "so whether the trials differ by more than noise is unknown")
+
+
+def importance_warnings(objectives: list[float], seed_noise_std: float | None) -> list[str]:
+    """Why importances computed from these completed trials' objectives may be noise (see the module docstring).
+
+    With no seed-noise estimate only the trial count is judged; the caller says once that the noise is unknown.
+    """
+    warnings = []
+    if len(objectives) < MIN_TRIALS_FOR_IMPORTANCE:
+        warnings.append(f"only {len(objectives)} search trial{'s' if len(objectives) != 1 else ''} completed "
+                        f"(fewer than {MIN_TRIALS_FOR_IMPORTANCE}): the importances are little more than a guess")
+    if seed_noise_std is not None and len(objectives) >= 2:
+        spread = max(objectives) - min(objectives)
+        if spread < NOISE_SPREAD_FACTOR * seed_noise_std:
+            warnings.append(f"the completed trials' objectives span {fmt(spread)}, less than {fmt(NOISE_SPREAD_FACTOR)} x "
+                            f"the seed noise ({fmt(seed_noise_std)}): the importances rank noise")
+    return warnings
+
+
+def format_search_summary(summary: dict, rows: list[TrialRow] | None = None) -> str:
+    """The text summary of a search: search table, confirmation, verdict, winner's test tasks beside the paper's row.
+
+    `rows` defaults to the trials listed in the summary; `raycse report` passes the rows read from MLflow.
+    """
+    rows = search_rows_from_summary(summary) if rows is None else rows
+    baseline = (summary.get("baseline") or {}).get("objective")
+    published = summary.get("published") or {}
+    reference = published_reference(summary, rows)
+    objective = summary.get("objective_description") or summary.get("objective")
+    scored_at = f" -> {score(reference[0])} ({reference[1]})" if reference else ""
+    out = [f"Search {summary.get('experiment')!r} ({summary.get('budget')} budget, {summary.get('space_file')}): "
+           + f"{len(rows)} search trials; objective: {objective}",
+           f"Baseline (untouched model): {score(baseline)}",
+           f"Published point: {published.get('family', '-')} {fmt_params(published.get('params') or {})}{scored_at}",
+           "", table(*search_table_rows(rows, summary.get("searched_params") or {}))]
+    if summary.get("confirmation"):
+        out += ["", "Confirmation:", table(*confirmation_table_rows(summary))]
+    verdict = (summary.get("winner") or {}).get("sentence")
+    out += ["", f"Verdict: {verdict}" if verdict else "Verdict: no configuration was confirmed."]
+    test_rows = winner_test_rows(summary)
+    if test_rows:
+        out += ["", test_row_table(test_rows)]
     return "\n".join(out)
 
 
-# ----------------------------------------------------------------------------------- raycse report
-def load_trials(tracking_uri: str, experiment: str) -> tuple[list[dict], Any]:
-    from mlflow.tracking import MlflowClient
+# ------------------------------------------------------------------------------------------ loading
+@dataclass
+class SearchRecord:
+    """Everything a report reads about one search."""
 
-    from raycse.tracking import SEARCH_TAG
+    experiment: str
+    parent_run_id: str
+    summary: dict
+    study: optuna.Study
+    optuna_storage: str
+    rows: list[TrialRow]
 
-    client = MlflowClient(tracking_uri=tracking_uri)
+
+def _latest_parent_run(client: MlflowClient, tracking_uri: str, experiment: str) -> tuple[str, str]:
     exp = client.get_experiment_by_name(experiment)
     if exp is None:
-        names = ", ".join(e.name for e in client.search_experiments()) or "none"
+        names = ", ".join(sorted(e.name for e in client.search_experiments())) or "none"
         raise ConfigError(f"no MLflow experiment {experiment!r} at {tracking_uri} (experiments: {names})")
-    runs = client.search_runs([exp.experiment_id], max_results=10000)
-    trials = []
-    for run in runs:
-        if SEARCH_TAG in run.data.tags:
-            continue  # the parent run
-        curve = [(m.step, m.value) for m in client.get_metric_history(run.info.run_id, "stsb_dev")]
-        trials.append({"run_id": run.info.run_id, "name": run.info.run_name, "params": run.data.params,
-                       "metrics": run.data.metrics, "status": run.data.tags.get("raycse.status", run.info.status),
-                       "curve": sorted(curve)})
-    return trials, client
+    parents = client.search_runs([exp.experiment_id], filter_string=f"tags.`{SEARCH_TAG}` LIKE '%'",
+                                 order_by=["attributes.start_time DESC"], max_results=1)
+    if not parents:
+        raise ConfigError(f"experiment {experiment!r} has no search parent run (a run tagged {SEARCH_TAG}): "
+                          f"was it written by `raycse search`?")
+    return exp.experiment_id, parents[0].info.run_id
 
 
-def _numeric(value: str) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
+def _read_summary(client: MlflowClient, experiment: str, run_id: str) -> dict:
+    from mlflow.exceptions import MlflowException
+
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            path = client.download_artifacts(run_id, SUMMARY_ARTIFACT, tmp)
+        except (MlflowException, OSError) as err:
+            raise ConfigError(f"the latest search of {experiment!r} (parent run {run_id}) has no {SUMMARY_ARTIFACT} "
+                              f"artifact: the search did not finish, or predates reports ({err})") from None
+        return json.loads(Path(path).read_text())
 
 
-def searched_params(trials: list[dict]) -> list[str]:
-    """Paper-named parameters that vary across trials."""
-    return [p for p in PAPER_PARAMS if len({t["params"].get(p) for t in trials if p in t["params"]}) > 1]
-
-
-def parameter_importances(trials: list[dict], params: list[str]) -> dict[str, float]:
-    """Optuna's fANOVA importances of the searched parameters for the best STS-B dev figure."""
+def load_study(study_name: str, storage: str) -> optuna.Study:
+    """The search's own study; a one-line ConfigError naming the storage or study when either is missing."""
     import optuna
+    import sqlalchemy.exc
 
-    scored = [t for t in trials if "best_stsb_dev" in t["metrics"] and all(_numeric(t["params"].get(p)) is not None for p in params)]
-    if len(scored) < 2 or not params:
-        return {}
-    distributions = {}
-    for p in params:
-        values = [_numeric(t["params"][p]) for t in scored]
-        low, high = min(values), max(values)
-        if low == high:
-            continue
-        distributions[p] = optuna.distributions.FloatDistribution(low, high, log=low > 0 and high / low > 10)
-    if not distributions:
-        return {}
-    study = optuna.create_study(direction="maximize")
-    for t in scored:
-        study.add_trial(optuna.trial.create_trial(
-            params={p: _numeric(t["params"][p]) for p in distributions}, distributions=distributions,
-            value=t["metrics"]["best_stsb_dev"]))
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    return optuna.importance.get_param_importances(study, evaluator=optuna.importance.FanovaImportanceEvaluator(seed=0))
+    if storage.startswith("sqlite:///") and not Path(storage.removeprefix("sqlite:///")).is_file():
+        # checked first: Optuna would create an empty database file at a wrong path
+        raise ConfigError(f"Optuna storage {storage} does not exist (pass --optuna-storage if the study was moved)")
+    try:
+        return optuna.load_study(study_name=study_name, storage=storage)
+    except KeyError:
+        names = ", ".join(optuna.get_all_study_names(storage)) or "none"
+        raise ConfigError(f"no Optuna study {study_name!r} in {storage} (studies: {names})") from None
+    except (sqlalchemy.exc.SQLAlchemyError, ImportError, RuntimeError, ValueError) as err:
+        raise ConfigError(f"cannot open Optuna storage {storage}: {str(err).splitlines()[0]}") from None
 
 
-def write_plots(trials: list[dict], params: list[str], importances: dict[str, float], out_dir: Path) -> list[Path]:
-    import matplotlib
+def load_search(tracking_uri: str, experiment: str, optuna_storage: str | None = None) -> SearchRecord:
+    """The experiment's latest search: its summary, its child runs' table and its Optuna study."""
+    from mlflow.tracking import MlflowClient
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    client = MlflowClient(tracking_uri=tracking_uri)
+    experiment_id, parent_run_id = _latest_parent_run(client, tracking_uri, experiment)
+    summary = _read_summary(client, experiment, parent_run_id)
+    storage = optuna_storage or summary["optuna_storage"]
+    study = load_study(summary["study_name"], storage)
+    rows = search_rows_from_runs(client, experiment_id, parent_run_id, summary)
+    numbers = {t.user_attrs["ray_trial_id"]: t.number for t in study.trials if "ray_trial_id" in t.user_attrs}
+    for row in rows:
+        row.optuna_number = numbers.get(row.trial_id)
+    return SearchRecord(experiment=experiment, parent_run_id=parent_run_id, summary=summary, study=study,
+                        optuna_storage=storage, rows=rows)
 
+
+# ------------------------------------------------------------------------------------------ the report
+@dataclass
+class ReportResult:
+    html_path: Path
+    images: list[Path]  # the page's plots, also written beside it as PNG files
+    text: str  # what `raycse report` prints
+    warnings: list[str]  # importance caveats and the plots Optuna could not draw, as on the page
+    importances: dict[str, float]  # of the whole study's parameters (seeded fANOVA); empty when not computable
+    parent_run_id: str
+
+
+def write_report(tracking_uri: str, experiment: str, out_dir: Path,
+                 optuna_storage: str | None = None) -> ReportResult:
+    """Write `out_dir/index.html` (self-contained: the plots are embedded) for the experiment's latest search."""
+    from raycse.report_html import render_report
+
+    record = load_search(tracking_uri, experiment, optuna_storage)
+    out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for t in trials:
-        if t["curve"]:
-            steps, values = zip(*t["curve"])
-            ax.plot(steps, values, marker="o", label=t["name"])
-    ax.set(xlabel="step", ylabel="STS-B dev Spearman x100", title="Dev curve of every trial")
-    if len(trials) <= 12:
-        ax.legend(fontsize=7)
-    written.append(out_dir / "dev_curves.png")
-    fig.savefig(written[-1], dpi=120, bbox_inches="tight")
-    plt.close(fig)
-    for p in params:
-        pts = [(_numeric(t["params"].get(p)), t["metrics"].get("best_stsb_dev")) for t in trials]
-        pts = [(x, y) for x, y in pts if x is not None and y is not None]
-        if not pts:
-            continue
-        fig, ax = plt.subplots(figsize=(5, 4))
-        ax.scatter(*zip(*pts))
-        ax.set(xlabel=p, ylabel="best STS-B dev", title=f"Objective against {p}")
-        written.append(out_dir / f"objective_vs_{p}.png")
-        fig.savefig(written[-1], dpi=120, bbox_inches="tight")
-        plt.close(fig)
-    if importances:
-        fig, ax = plt.subplots(figsize=(5, 3))
-        ax.barh(list(importances), list(importances.values()))
-        ax.set(xlabel="fANOVA importance", title="Parameter importances")
-        written.append(out_dir / "importances.png")
-        fig.savefig(written[-1], dpi=120, bbox_inches="tight")
-        plt.close(fig)
-    return written
+    page = render_report(record, out_dir)
+    html_path = out_dir / "index.html"
+    html_path.write_text(page.html, encoding="utf-8")
+    lines = [format_search_summary(record.summary, record.rows), ""]
+    if page.importances:
+        lines.append("Importances (fANOVA, seed 0): " + ", ".join(f"{k} {v:.2f}" for k, v in page.importances.items()))
+    lines += [f"Warning: {w}" for w in page.warnings]
+    lines.append(f"Report: {html_path}")
+    return ReportResult(html_path=html_path, images=page.images, text="\n".join(lines), warnings=page.warnings,
+                        importances=page.importances, parent_run_id=record.parent_run_id)
+
+
+def log_report(tracking_uri: str, parent_run_id: str, html_path: Path) -> None:
+    """The page becomes the parent run's `report/index.html` artifact (one file: its images are embedded)."""
+    from mlflow.tracking import MlflowClient
+
+    MlflowClient(tracking_uri=tracking_uri).log_artifact(parent_run_id, str(html_path), REPORT_ARTIFACT_DIR)
 
 
 def report_experiment(tracking_uri: str, experiment: str, out_dir: Path) -> str:
-    trials, _ = load_trials(tracking_uri, experiment)
-    if not trials:
-        raise ConfigError(f"experiment {experiment!r} has no trial runs")
-    params = searched_params(trials)
-    rows = [[t["name"], t["params"].get("loss_family", t["params"].get("loss")),
-             *[t["params"].get(p) for p in params], t["metrics"].get("best_stsb_dev"), t["status"],
-             int(t["metrics"].get("best_step", 0))] for t in sorted(trials, key=lambda t: -t["metrics"].get("best_stsb_dev", -1e9))]
-    lines = [f"Experiment {experiment!r}: {len(trials)} trials",
-             table(["trial", "loss", *params, "best dev", "status", "best step"], rows)]
-    tested = [t for t in trials if "avg" in t["metrics"]]
-    if tested:
-        best = max(tested, key=lambda t: t["metrics"].get("best_stsb_dev", -1e9))
-        lines.append(f"\nBest tested trial {best['name']}:")
-        lines.append(test_row_table({best["name"]: best["metrics"]}))
-    importances = parameter_importances(trials, params)
-    if importances:
-        lines.append("fANOVA importances: " + ", ".join(f"{k} {v:.2f}" for k, v in importances.items()))
-    written = write_plots(trials, params, importances, out_dir)
-    lines.append("Plots: " + ", ".join(str(p) for p in written))
-    return "\n".join(lines)
+    """`raycse report`: write the page, log it on the parent run, return the text to print."""
+    result = write_report(tracking_uri, experiment, out_dir)
+    log_report(tracking_uri, result.parent_run_id, result.html_path)
+    return result.text

@@ -1,0 +1,391 @@
+"""The page `raycse report` writes: the search's tables and Optuna's matplotlib plots, in one HTML file.
+
+The page has no script and loads nothing: the plots are PNG data URIs and the style sheet is inline, so it
+opens offline, from MLflow's artifact view or as an e-mail attachment.
+
+Conditional spaces (all.yaml): the loss family `loss` is a parameter of the whole study, so it is weighed
+against the other parameters every trial has. A family's own parameters (`focal/tau`, ...) exist only in
+that family's trials, which fANOVA and the contour plot cannot handle on the whole study, so each family
+gets its own section drawn from a sub-study holding only its completed trials (renumbered from 0).
+Plots Optuna refuses (one completed trial, a parameter with one value, a value space that changed during
+the search) are replaced by a note saying why.
+"""
+from __future__ import annotations
+
+import base64
+import contextlib
+import dataclasses
+import html
+import io
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from raycse.report import (
+    SEED_NOISE_UNKNOWN,
+    SearchRecord,
+    confirmation_table_rows,
+    fmt,
+    fmt_params,
+    importance_warnings,
+    published_reference,
+    score,
+    search_table_rows,
+    sts_table_rows,
+    winner_test_rows,
+)
+
+IMPORTANCE_SEED = 0
+STYLE = """
+body { font-family: sans-serif; max-width: 1100px; margin: 2em auto; padding: 0 1em; color: #222; }
+table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
+th { background: #f2f2f2; }
+tr.published td { background: #fff4e0; }
+caption { caption-side: top; text-align: left; color: #555; padding-bottom: 0.3em; }
+figure { margin: 1em 0; } img { max-width: 100%; }
+figcaption { color: #555; font-size: 0.9em; }
+.verdict { font-size: 1.15em; border-left: 4px solid #4a7; padding-left: 0.6em; }
+.warning { background: #fff3cd; border: 1px solid #e0b000; padding: 0.5em 0.8em; }
+.note { color: #555; font-style: italic; }
+"""
+
+
+@dataclass
+class RenderedReport:
+    html: str
+    images: list[Path]
+    warnings: list[str]
+    importances: dict[str, float]  # of the whole study (fANOVA, seeded)
+
+
+@dataclass
+class _Page:
+    """The page's HTML, top to bottom; each plot is embedded and also saved as a PNG beside the page."""
+
+    out_dir: Path
+    parts: list[str] = field(default_factory=list)
+    images: list[Path] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    scope: str = ""  # the loss family whose section is being written: it prefixes the warnings listed apart
+
+    def add(self, markup: str) -> None:
+        self.parts.append(markup)
+
+    def heading(self, text: str, level: int = 2) -> None:
+        self.add(f"<h{level}>{html.escape(text)}</h{level}>")
+
+    def paragraph(self, text: str, css_class: str = "") -> None:
+        self.add(f'<p class="{css_class}">{html.escape(text)}</p>' if css_class else f"<p>{html.escape(text)}</p>")
+
+    def warn(self, text: str) -> None:
+        self.warnings.append(f"{self.scope}: {text}" if self.scope else text)
+        self.paragraph(f"Warning: {text}", "warning")
+
+    def skip(self, what: str, why: str) -> None:
+        text = f"{what}: not drawn ({why})"
+        self.warnings.append(f"{self.scope}: {text}" if self.scope else text)
+        self.paragraph(f"{text}.", "note")
+
+    def table(self, headers: list[str], rows: list[list[Any]], caption: str = "",
+              highlighted: Callable[[list[Any]], bool] = lambda row: False) -> None:
+        head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+        body = "".join(
+            f'<tr{" class=published" if highlighted(row) else ""}>'
+            + "".join(f"<td>{html.escape(v if isinstance(v, str) else fmt(v))}</td>" for v in row) + "</tr>"
+            for row in rows)
+        caption_html = f"<caption>{html.escape(caption)}</caption>" if caption else ""
+        self.add(f"<table>{caption_html}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+
+    def plot(self, name: str, caption: str, draw: Callable[[], Any],
+             decorate: Callable[[list[Any]], None] | None = None) -> None:
+        """Draw with Optuna, add the reference lines, embed; a refusal becomes a note on the page."""
+        import matplotlib.pyplot as plt
+        import numpy as np
+
+        try:
+            axes = list(np.ravel(draw()))  # Optuna returns one Axes, or an array of them for several parameters
+        except (ValueError, RuntimeError) as err:
+            self.skip(caption, f"Optuna refused: {err}")
+            return
+        figure = axes[0].figure
+        if not any(ax.has_data() for ax in axes):
+            plt.close(figure)
+            self.skip(caption, "Optuna had nothing to draw")
+            return
+        if decorate is not None:
+            decorate(axes)
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
+        plt.close(figure)
+        path = self.out_dir / f"{name}.png"
+        path.write_bytes(buffer.getvalue())
+        self.images.append(path)
+        data = base64.b64encode(buffer.getvalue()).decode("ascii")
+        self.add(f'<figure><img src="data:image/png;base64,{data}" alt="{html.escape(caption)}">'
+                 f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+
+
+@dataclass
+class _References:
+    """The lines every objective axis gets: the untouched model and the published point."""
+
+    baseline: float | None
+    published: tuple[float, str] | None  # (objective, where it comes from); None in another family's section
+    published_family: str
+    published_params: dict[str, Any]  # study parameter name -> the published value
+
+    def _lines(self, ax: Any) -> list[Any]:
+        lines = []
+        if self.baseline is not None:
+            lines.append(ax.axhline(self.baseline, color="0.25", linestyle="--", linewidth=1.2,
+                                    label=f"baseline, untouched model ({score(self.baseline)})"))
+        if self.published is not None:
+            lines.append(ax.axhline(self.published[0], color="tab:red", linestyle=":", linewidth=1.5,
+                                    label=f"published point, {self.published_family}, {self.published[1]} "
+                                          f"({score(self.published[0])})"))
+        if lines and not ax.get_autoscaley_on():  # Optuna fixed the limits: widen them so that the lines show
+            low, high = ax.get_ylim()
+            values = [line.get_ydata()[0] for line in lines]
+            pad = 0.05 * (max(high, *values) - min(low, *values))
+            ax.set_ylim(min(low, min(values) - pad), max(high, max(values) + pad))
+        return lines
+
+    def horizontal(self, axes: list[Any]) -> None:
+        """For a plot with its own legend (history, dev curves): the lines join it."""
+        for ax in axes:
+            self._lines(ax)
+
+    def slice(self, axes: list[Any]) -> None:
+        """Objective lines across, the published value of each parameter up; their legend below the figure."""
+        handles = []
+        for ax in axes:
+            handles = self._lines(ax)
+            value = self.published_params.get(ax.get_xlabel())
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                handles.append(ax.axvline(value, color="tab:red", linestyle="-.", linewidth=1.2,
+                                          label="published value"))
+        if handles:
+            axes[0].figure.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), fontsize=8)
+
+    def contour(self, params: list[str]) -> Callable[[list[Any]], None]:
+        def mark(axes: list[Any]) -> None:
+            x, y = (self.published_params.get(p) for p in params)
+            if isinstance(x, (int, float)) and isinstance(y, (int, float)):
+                axes[0].plot([x], [y], marker="*", markersize=14, color="tab:red", linestyle="", label="published point")
+                axes[0].legend(fontsize=8, loc="lower right")
+        return mark
+
+    def for_family(self, family: str) -> _References:
+        """A family's section: the published objective line only in the published family's own plots."""
+        return dataclasses.replace(self, published=self.published if family == self.published_family else None)
+
+
+@contextlib.contextmanager
+def _plotting():
+    """Agg, Optuna's rc changes (it switches to ggplot) undone afterwards, and none of its chatter."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import optuna
+
+    verbosity = optuna.logging.get_verbosity()
+    open_figures = set(plt.get_fignums())
+    optuna.logging.set_verbosity(optuna.logging.ERROR)  # "unique value length is less than 2" and the like: checked before
+    try:
+        with matplotlib.rc_context(), warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            # a parameter that took one value: Optuna still draws it, matplotlib widens the axis and says so
+            warnings.filterwarnings("ignore", message="Attempting to set identical")
+            yield
+    finally:
+        optuna.logging.set_verbosity(verbosity)
+        for number in set(plt.get_fignums()) - open_figures:  # left by a plot Optuna gave up on half-way
+            plt.close(number)
+
+
+def _distinct_values(trials: list[Any], param: str) -> int:
+    return len({t.params[param] for t in trials if param in t.params})
+
+
+def _is_numeric(trials: list[Any], param: str) -> bool:
+    from optuna.distributions import FloatDistribution, IntDistribution
+
+    return all(isinstance(t.distributions[param], (FloatDistribution, IntDistribution))
+               for t in trials if param in t.distributions)
+
+
+def _importances(page: _Page, study: Any, params: list[str] | None, name: str, target_name: str,
+                 seed_noise_std: float | None) -> dict[str, float]:
+    """Seeded fANOVA importances, plotted by Optuna, with the warnings that say how far to trust them."""
+    import optuna
+
+    completed = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    for warning in importance_warnings([t.value for t in completed], seed_noise_std):
+        page.warn(f"importances: {warning}")
+    caption = "Parameter importances (fANOVA, seed 0)"
+    if len(completed) < 2:
+        page.skip(caption, f"{len(completed)} completed trial{'s' if len(completed) != 1 else ''}: "
+                           "fANOVA needs at least 2")
+        return {}
+    # an int seed is the forest's random_state at every fit: the plot's recomputation gives the same numbers
+    evaluator = optuna.importance.FanovaImportanceEvaluator(seed=IMPORTANCE_SEED)
+    try:
+        importances = optuna.importance.get_param_importances(study, evaluator=evaluator, params=params)
+    except (ValueError, RuntimeError) as err:
+        page.skip(caption, f"Optuna refused: {err}")
+        return {}
+    page.plot(name, caption, lambda: optuna.visualization.matplotlib.plot_param_importances(
+        study, evaluator=evaluator, params=params, target_name=target_name))
+    return {k: float(v) for k, v in importances.items()}
+
+
+def _parameter_plots(page: _Page, study: Any, params: list[str], importances: dict[str, float], prefix: str,
+                     references: _References, target_name: str) -> None:
+    """Slice, parallel coordinates, and the contour of the two most important numeric parameters."""
+    import optuna
+
+    vis = optuna.visualization.matplotlib
+    completed = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    if not completed:
+        page.skip("Slice, parallel-coordinate and contour plots", "no completed trial")
+        return
+    page.plot(f"{prefix}slice", "Slice: the objective against each parameter",
+              lambda: vis.plot_slice(study, params=params, target_name=target_name), references.slice)
+    page.plot(f"{prefix}parallel_coordinates", "Parallel coordinates",
+              lambda: vis.plot_parallel_coordinate(study, params=params, target_name=target_name))
+    ranked = sorted(params, key=lambda p: -importances.get(p, 0.0))  # stable: the space's order without importances
+    varied = [p for p in ranked if _is_numeric(completed, p) and _distinct_values(completed, p) >= 2]
+    caption = "Contour of the two most important numeric parameters"
+    if len(varied) < 2:
+        page.skip(caption, f"needs 2 numeric parameters that took 2 or more values, found {len(varied)}")
+        return
+    pair = varied[:2]
+    page.plot(f"{prefix}contour", f"Contour: {pair[0]} x {pair[1]}, the two most important numeric parameters",
+              lambda: vis.plot_contour(study, params=pair, target_name=target_name), references.contour(pair))
+
+
+def _safe_name(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)
+
+
+def _search_plots(page: _Page, record: SearchRecord, references: _References, target_name: str) -> dict[str, float]:
+    import optuna
+
+    vis = optuna.visualization.matplotlib
+    study, summary = record.study, record.summary
+    completed = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    if not completed:
+        page.skip("Optuna's plots", "no search trial completed")
+        return {}
+
+    def history(axes: list[Any]) -> None:
+        references.horizontal(axes)
+        axes[0].legend(fontsize=8)
+        axes[0].set_xlabel("Optuna trial number")
+
+    page.plot("optimization_history", "Optimisation history", lambda: vis.plot_optimization_history(
+        study, target_name=target_name), history)
+
+    def dev_curves(axes: list[Any]) -> None:
+        references.horizontal(axes)
+        axes[0].legend(fontsize=8, bbox_to_anchor=(1.05, 1), loc="upper left", borderaxespad=0.0)
+        axes[0].set(xlabel="evaluation number", ylabel=target_name)
+
+    if any(t.intermediate_values for t in completed):
+        page.plot("dev_curves", "Dev curves: the objective at each evaluation (Optuna's intermediate values)",
+                  lambda: vis.plot_intermediate_values(study), dev_curves)
+    else:
+        page.skip("Dev curves", "the study holds no intermediate values")
+
+    page.heading("Parameter importances")
+    conditional = any("loss" in t.params for t in completed)
+    if conditional:
+        page.paragraph("fANOVA weighs only the parameters every trial has: here the loss family, 'loss'; each "
+                       "family's own parameters are weighed within its section below.", "note")
+    if summary.get("seed_noise_std") is None:
+        page.warn(f"importances: {SEED_NOISE_UNKNOWN}")
+    importances = _importances(page, study, None, "importances", target_name, summary.get("seed_noise_std"))
+
+    page.heading("Parameters")
+    if not conditional:
+        params = list(dict.fromkeys(p for t in completed for p in t.params))
+        _parameter_plots(page, study, params, importances, "", references, target_name)
+        return importances
+    page.plot("slice_loss", "The objective of each loss family",
+              lambda: vis.plot_slice(study, params=["loss"], target_name=target_name), references.slice)
+    families = list(dict.fromkeys([*(summary.get("searched_params") or {}), *(t.params["loss"] for t in completed)]))
+    for family in families:
+        trials = [t for t in completed if t.params.get("loss") == family]
+        params = list(dict.fromkeys(p for t in trials for p in t.params if p.startswith(f"{family}/")))
+        page.heading(f"Loss family {family}: {len(trials)} completed trial{'s' if len(trials) != 1 else ''}", 3)
+        page.scope = family
+        if not trials or not params:
+            page.paragraph("No completed trial." if not trials else "No parameter of its own was searched.", "note")
+            continue
+        sub_study = optuna.create_study(direction=study.direction)
+        sub_study.add_trials(trials)
+        family_importances = _importances(page, sub_study, params, f"family_{_safe_name(family)}_importances",
+                                          target_name, summary.get("seed_noise_std"))
+        _parameter_plots(page, sub_study, params, family_importances, f"family_{_safe_name(family)}_",
+                         references.for_family(family), target_name)
+    page.scope = ""
+    return importances
+
+
+def render_report(record: SearchRecord, out_dir: Path) -> RenderedReport:
+    """The whole page: verdict, reference points, confirmation, test tasks, search table, Optuna's plots."""
+    summary = record.summary
+    page = _Page(out_dir)
+    baseline = (summary.get("baseline") or {}).get("objective")
+    published = summary.get("published") or {}
+    conditional = any("loss" in t.params for t in record.study.trials)
+    family = published.get("family", "-")
+    references = _References(
+        baseline=baseline, published=published_reference(summary, record.rows), published_family=family,
+        published_params={(f"{family}/{k}" if conditional else k): v for k, v in (published.get("params") or {}).items()})
+    target_name = summary.get("objective_description") or summary.get("objective") or "objective"
+
+    page.add(f"<h1>raycse search report: {html.escape(record.experiment)}</h1>")
+    page.table(["", ""], [["space file", str(summary.get("space_file"))], ["model", str(summary.get("model"))],
+                          ["budget", str(summary.get("budget"))], ["objective", target_name],
+                          ["MLflow parent run", record.parent_run_id],
+                          ["Optuna study", f"{summary.get('study_name')} in {record.optuna_storage}"]])
+    page.heading("Verdict")
+    verdict = (summary.get("winner") or {}).get("sentence")
+    page.paragraph(verdict or "No configuration was confirmed.", "verdict")
+
+    page.heading("Reference points")
+    baseline_pooler = (summary.get("baseline") or {}).get("eval_pooler")
+    page.paragraph(f"Baseline: the untouched model scores {score(baseline)}"
+                   + (f" ({baseline_pooler} pooling)" if baseline_pooler else "") + " before any training.")
+    page.paragraph(f"Published point: {published.get('family', '-')} {fmt_params(published.get('params') or {})}"
+                   + (f", which scores {score(references.published[0])} ({references.published[1]})."
+                      if references.published else "."))
+
+    page.heading("Confirmation")
+    if summary.get("confirmation"):
+        headers, rows = confirmation_table_rows(summary)
+        page.table(headers, rows, "Each configuration re-run over seeds; the difference to the published point is "
+                   "paired by seed, with its Student-t 95% interval.", lambda row: row[6] == "(published point)")
+    else:
+        page.paragraph("The search ran no confirmation stage.", "note")
+    test_rows = winner_test_rows(summary)
+    if test_rows:
+        page.heading("The winner on the seven STS test tasks")
+        page.table(*sts_table_rows(test_rows), "Spearman x100; raycse: mean ± std over the winner's seeds.")
+
+    page.heading("Search")
+    headers, rows = search_table_rows(record.rows, summary.get("searched_params") or {})
+    page.table(headers, rows, f"{len(rows)} search trials, best first. best objective: the highest dev score over "
+               "the trial's evaluations, reached at the training step 'best step'.",
+               lambda row: row[-1] == "published")
+    with _plotting():
+        importances = _search_plots(page, record, references, target_name)
+    document = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+                f"<title>raycse report: {html.escape(record.experiment)}</title><style>{STYLE}</style></head>"
+                "<body>\n" + "\n".join(page.parts) + "\n</body></html>\n")
+    return RenderedReport(html=document, images=page.images, warnings=page.warnings, importances=importances)

@@ -1,0 +1,480 @@
+"""`raycse report`: the HTML page built from a real MLflow experiment and a real Optuna study.
+
+The inputs are what `raycse search` records (docs: the search-outputs contract): a parent run with its
+search_summary.json, one child run per trial with its `objective` history, and the search's Optuna study in
+SQLite - written here with MLflow and Optuna themselves, no mocks.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import select
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from raycse import report
+from raycse.errors import ConfigError
+
+FOCAL = "raycse-focal"
+ALL = "raycse-all"
+BASELINE = 79.73
+ODD_TAU = 0.07076907181813105  # printed as 0.07077, never in full
+
+
+def _key(family: str, params: dict) -> str:
+    return family + "|" + ",".join(f"{k}={v}" for k, v in sorted(params.items()))
+
+
+# Each trial: (ray trial id, family, params, objective history as (training step, value), status).
+# The optimiser's view follows the contract: COMPLETE with the best value (finished) or the last one (ASHA-stopped),
+# intermediate values keyed 1, 2, ... by evaluation; FAIL for a crash.
+FOCAL_TRIALS = [
+    ("f0", "focal", {"tau": 0.07, "m": 0.3}, [(8, 80.9), (16, 81.51)], "finished"),  # the published point
+    ("f1", "focal", {"tau": ODD_TAU, "m": 0.43}, [(8, 81.2), (16, 81.56)], "finished"),
+    ("f2", "focal", {"tau": 0.15, "m": 0.05}, [(8, 80.0), (16, 80.4)], "stopped early (ASHA)"),
+    ("f3", "focal", {"tau": 0.03, "m": 0.55}, [(8, 81.0), (16, 80.2)], "finished"),  # best at its 1st evaluation
+    ("f4", "focal", {"tau": 0.1, "m": 0.2}, [], "failed"),
+    ("f5", "focal", {"tau": 0.05, "m": 0.1}, [(8, 80.7), (16, 81.0)], "finished"),
+]
+ALL_TRIALS = [
+    ("a0", "simcse", {"tau": 0.05}, [(8, 80.1), (16, 80.6)], "finished"),  # the published point
+    ("a1", "focal", {"tau": 0.07, "m": 0.3}, [(8, 80.9), (16, 81.5)], "finished"),
+    ("a2", "dclr", {"tau": 0.05, "phi": 0.9, "k": 1.0}, [(8, 79.0), (16, 79.2)], "stopped early (ASHA)"),
+    ("a3", "simcse", {"tau": 0.12}, [(8, 79.5), (16, 79.9)], "finished"),
+    ("a4", "focal", {"tau": 0.04, "m": 0.5}, [(8, 81.3), (16, 81.7)], "finished"),
+    ("a5", "dclr", {"tau": 0.09, "phi": 0.75, "k": 3.0}, [(8, 78.1), (16, 78.0)], "finished"),
+    ("a6", "focal", {"tau": 0.15, "m": 0.1}, [(8, 80.2), (16, 80.0)], "finished"),
+    ("a7", "simcse", {"tau": 0.02}, [(8, 80.3), (16, 80.8)], "finished"),
+    ("a8", "dclr", {"tau": 0.03, "phi": 0.8, "k": 2.0}, [(8, 79.8), (16, 79.6)], "finished"),
+]
+SPACES = {  # the space files' declarations, as Optuna distributions take them: (low, high, log)
+    "tau": (0.01, 0.2, True), "m": (0.0, 0.6, False), "phi": (0.7, 1.0, False), "k": (0.5, 4.0, False)}
+FOCAL_PAPER = {"STS12": {"mean": 68.50}, "STS13": {"mean": 83.70}, "STS14": {"mean": 79.00}, "STS15": {"mean": 82.71},
+               "STS16": {"mean": 79.43}, "STSBenchmark": {"mean": 78.85}, "SICKRelatedness": {"mean": 72.99},
+               "avg": {"mean": 77.33, "std": 0.08}}
+
+
+def _distributions(family: str, params: dict, conditional: bool) -> dict:
+    from optuna.distributions import CategoricalDistribution, FloatDistribution
+
+    out = {"loss": CategoricalDistribution(["simcse", "focal", "dclr"])} if conditional else {}
+    for name in params:
+        low, high, log = SPACES[name]
+        out[f"{family}/{name}" if conditional else name] = FloatDistribution(low, high, log=log)
+    return out
+
+
+def _record_search(tracking_uri: str, storage: str, artifacts: Path, experiment: str, trials: list, *,
+                   conditional: bool, summary_extra: dict) -> str:
+    """Write one search as `raycse search` records it; return the parent run id."""
+    import optuna
+    from mlflow.entities import Metric, Param
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=tracking_uri)
+    experiment_id = client.create_experiment(experiment, artifact_location=str(artifacts / experiment))
+    parent = client.create_run(experiment_id, run_name="search", tags={
+        "raycse.search": experiment, "raycse.budget": "cpu", "raycse.best_trial": trials[1][0]}).info.run_id
+    client.log_batch(parent, params=[Param("study_name", experiment), Param("optuna_storage", storage)],
+                     metrics=[Metric("baseline_objective", BASELINE, 0, 0)])
+    study = optuna.create_study(study_name=experiment, storage=storage, direction="maximize")
+    now = int(time.time() * 1000)
+    summary_trials = []
+    for trial_id, family, params, history, status in trials:
+        run = client.create_run(experiment_id, run_name=trial_id, tags={
+            "mlflow.parentRunId": parent, "raycse.trial_id": trial_id, "raycse.stage": "search", "raycse.seed": "42",
+            "raycse.config_key": _key(family, params), "raycse.status": status}).info.run_id
+        metrics = [Metric("objective", value, now, step) for step, value in history]
+        best_value, best_step = max(history, key=lambda point: point[1])[::-1] if history else (None, None)
+        if status == "finished":  # an ASHA-stopped trial never logged its summary metrics: its best step is in its history
+            metrics += [Metric("best_objective", best_value, now, 0), Metric("best_step", best_step, now, 0)]
+        client.log_batch(run, metrics=metrics, params=[Param("loss_family", family), Param("seed", "42")]
+                         + [Param(k, str(v)) for k, v in params.items()])
+        client.set_terminated(run, "FAILED" if status == "failed" else "FINISHED")
+        study_params = {f"{family}/{k}" if conditional else k: v for k, v in params.items()}
+        if conditional:
+            study_params = {"loss": family, **study_params}
+        study.add_trial(optuna.trial.create_trial(
+            params=study_params, distributions=_distributions(family, params, conditional),
+            state=optuna.trial.TrialState.FAIL if status == "failed" else optuna.trial.TrialState.COMPLETE,
+            value=None if status == "failed" else (history[-1][1] if "ASHA" in status else best_value),
+            intermediate_values={i + 1: value for i, (_, value) in enumerate(history)},
+            user_attrs={"ray_trial_id": trial_id}))
+        summary_trials.append({"trial_id": trial_id, "stage": "search", "family": family, "params": params, "seed": 42,
+                               "config_key": _key(family, params), "best_objective": best_value,
+                               "best_step": best_step, "steps": history[-1][0] if history else 0, "status": status})
+    published = trials[0]
+    summary = {"experiment": experiment, "space_file": "x.yaml", "objective": "stsb_dev",
+               "objective_description": "STS-B dev Spearman x100", "budget": "cpu", "model": "minilm",
+               "study_name": experiment, "optuna_storage": storage,
+               "baseline": {"objective": BASELINE, "eval_pooler": "cls"},
+               "published": {"family": published[1], "params": published[2], "config_key": _key(*published[1:3])},
+               "searched_params": {family: list(params) for _, family, params, _, _ in trials},
+               "trials": summary_trials, **summary_extra}
+    client.log_dict(parent, summary, "search_summary.json")
+    client.set_terminated(parent)
+    return parent
+
+
+FOCAL_SUMMARY = {
+    "confirmation": [
+        {"config_key": _key("focal", {"tau": ODD_TAU, "m": 0.43}), "family": "focal", "params": {"tau": ODD_TAU, "m": 0.43},
+         "is_published": False, "search_rank": 1, "seeds": [42, 43, 44], "values": [81.56, 81.1, 81.3],
+         "mean": 81.32, "std": 0.2306, "n": 3,
+         "diff_to_published": {"mean": 0.1733, "std": 0.31, "low": -0.6, "high": 0.9467, "n": 3}},
+        {"config_key": _key("focal", {"tau": 0.07, "m": 0.3}), "family": "focal", "params": {"tau": 0.07, "m": 0.3},
+         "is_published": True, "search_rank": 2, "seeds": [42, 43, 44], "values": [81.51, 80.8, 81.13],
+         "mean": 81.1467, "std": 0.3553, "n": 3, "diff_to_published": None}],
+    "winner": {"config_key": _key("focal", {"tau": ODD_TAU, "m": 0.43}), "family": "focal",
+               "params": {"tau": ODD_TAU, "m": 0.43}, "mean": 81.32, "std": 0.2306, "n": 3, "is_published": False,
+               "distinguishable_from_published": False, "beats_baseline": True,
+               "sentence": "The best configuration is not distinguishable from the published point over 3 seeds."},
+    "winner_test": {"STS12": {"mean": 61.234, "std": 0.3, "n": 3}, "STS13": {"mean": 74.1, "std": 0.21, "n": 3},
+                    "STS14": {"mean": 68.0, "std": 0.4, "n": 3}, "STS15": {"mean": 78.3, "std": 0.1, "n": 3},
+                    "STS16": {"mean": 77.0, "std": 0.2, "n": 3}, "STSBenchmark": {"mean": 80.1, "std": 0.3, "n": 3},
+                    "SICKRelatedness": {"mean": 70.2, "std": 0.5, "n": 3}, "avg": {"mean": 72.7, "std": 0.2, "n": 3}},
+    "paper": {"family": "focal", "label": "Focal-InfoNCE (BERT-base, reported)", "figures": FOCAL_PAPER},
+    "seed_noise_std": 0.3,
+}
+ALL_SUMMARY = {  # one seed per configuration: no std, no interval, no seed-noise estimate
+    "confirmation": [
+        {"config_key": _key("focal", {"tau": 0.04, "m": 0.5}), "family": "focal", "params": {"tau": 0.04, "m": 0.5},
+         "is_published": False, "search_rank": 1, "seeds": [42], "values": [81.7], "mean": 81.7, "std": None, "n": 1,
+         "diff_to_published": {"mean": 1.1, "std": None, "low": None, "high": None, "n": 1}}],
+    "winner": {"family": "focal", "params": {"tau": 0.04, "m": 0.5}, "mean": 81.7, "std": None, "n": 1,
+               "sentence": "focal (tau 0.04, m 0.5) scored best, from one seed: not a conclusion."},
+    "winner_test": {}, "paper": {}, "seed_noise_std": None,
+}
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """Two searches recorded in one MLflow store and one Optuna storage, as on a researcher's machine."""
+    tmp = tmp_path_factory.mktemp("search")
+    tracking_uri, storage = f"sqlite:///{tmp}/mlflow.db", f"sqlite:///{tmp}/optuna.db"
+    parents = {
+        FOCAL: _record_search(tracking_uri, storage, tmp / "artifacts", FOCAL, FOCAL_TRIALS, conditional=False,
+                              summary_extra=FOCAL_SUMMARY),
+        ALL: _record_search(tracking_uri, storage, tmp / "artifacts", ALL, ALL_TRIALS, conditional=True,
+                            summary_extra=ALL_SUMMARY)}
+    return {"tmp": tmp, "tracking_uri": tracking_uri, "storage": storage, "parents": parents}
+
+
+@pytest.fixture(scope="module")
+def focal_report(store):
+    return report.write_report(store["tracking_uri"], FOCAL, store["tmp"] / "focal-report")
+
+
+@pytest.fixture(scope="module")
+def all_report(store):
+    return report.write_report(store["tracking_uri"], ALL, store["tmp"] / "all-report")
+
+
+def _cells(page: str) -> list[list[str]]:
+    rows = [re.findall(r"<td>(.*?)</td>", row) for row in re.findall(r"<tr[^>]*>(.*?)</tr>", page)]
+    return [row for row in rows if row]  # not the header rows
+
+
+def _search_row(page: str, trial_id: str) -> dict[str, str]:
+    headers = re.findall(r"<th>(.*?)</th>", page.split("search trials, best first")[1].split("</thead>")[0])
+    row = next(c for c in _cells(page) if len(c) == len(headers) and c[1] == trial_id)
+    return dict(zip(headers, row))
+
+
+def test_page_shows_references_tables_and_plots(focal_report):
+    page = focal_report.html_path.read_text()
+    assert focal_report.html_path.name == "index.html"
+    assert "79.73" in page and "tau=0.07, m=0.3" in page  # the baseline and the published point
+    assert "which scores 81.15 (mean of 3 seeds)" in page
+    assert "0.07077" in page and str(ODD_TAU) not in page
+    assert len(re.findall(r"<img ", page)) >= 4
+    names = {p.name for p in focal_report.images}
+    assert {"optimization_history.png", "dev_curves.png", "importances.png", "slice.png",
+            "parallel_coordinates.png", "contour.png"} <= names
+    assert all(p.read_bytes().startswith(b"\x89PNG") for p in focal_report.images)
+    assert focal_report.text.endswith(f"Report: {focal_report.html_path}")
+    # no script, no external resource: only data URIs
+    assert "<script" not in page and not re.search(r'(src|href)="(?!data:)', page)
+
+
+def test_search_table_best_steps_come_from_the_objective_history(focal_report):
+    page = focal_report.html_path.read_text()
+    stopped = _search_row(page, "f2")
+    assert (stopped["status"], stopped["best step"], stopped["best objective"]) == ("stopped early (ASHA)", "16", "80.40")
+    early_best = _search_row(page, "f3")
+    assert (early_best["best step"], early_best["last eval step"], early_best["best objective"]) == ("8", "16", "81.00")
+    assert _search_row(page, "f4")["best objective"] == "-"
+    assert _search_row(page, "f0")["point"] == "published"
+    assert _search_row(page, "f1")["optuna #"] == "1"  # joined to the study through ray_trial_id
+
+
+def test_confirmation_verdict_and_test_tasks(focal_report):
+    page = focal_report.html_path.read_text()
+    confirmed = next(c for c in _cells(page) if c[:2] == ["1", "focal"])
+    assert confirmed[2:] == ["tau=0.07077, m=0.43", "3", "42, 43, 44", "81.32 ± 0.2306", "0.1733 ± 0.31",
+                             "[-0.6000, 0.9467]"]
+    assert FOCAL_SUMMARY["winner"]["sentence"] in page
+    winner = next(c for c in _cells(page) if c[0].startswith("raycse winner"))
+    assert winner[1] == "61.23 ± 0.30" and winner[-1] == "72.70 ± 0.20"
+    paper = next(c for c in _cells(page) if c[0] == "Focal-InfoNCE (BERT-base, reported)")
+    assert paper[1] == "68.50" and paper[-1] == "77.33 ± 0.08"  # a paper prints a ± only where it has one
+
+
+def test_few_trials_warn_on_the_importances(focal_report):
+    page = focal_report.html_path.read_text()
+    assert "only 5 search trials completed" in page
+    assert any("only 5 search trials completed" in w for w in focal_report.warnings)
+    assert set(focal_report.importances) == {"tau", "m"}
+
+
+def test_importance_warning_rule():
+    spread_ok = [80.0 + 0.5 * i for i in range(12)]  # span 5.5
+    assert report.importance_warnings(spread_ok, seed_noise_std=0.4) == []
+    [narrow] = report.importance_warnings([80.0 + 0.05 * i for i in range(12)], seed_noise_std=0.4)
+    assert "span 0.55, less than 2 x the seed noise (0.4)" in narrow
+    assert report.importance_warnings(spread_ok, seed_noise_std=None) == []  # the page says once that it is unknown
+    [few] = report.importance_warnings(spread_ok[:9], seed_noise_std=None)
+    assert few.startswith("only 9 search trials completed")
+
+
+def test_conditional_space_weighs_the_family_and_plots_each_family(all_report):
+    assert "loss" in all_report.importances
+    names = {p.name for p in all_report.images}
+    assert {"slice_loss.png", "family_focal_slice.png", "family_focal_parallel_coordinates.png",
+            "family_focal_contour.png", "family_dclr_contour.png", "family_dclr_importances.png"} <= names
+    page = all_report.html_path.read_text()
+    # simcse searched one parameter: no contour, and the page says why
+    assert "needs 2 numeric parameters that took 2 or more values, found 1" in page
+    assert page.count("the confirmation stage measured no seed noise") == 1
+    assert "focal: importances: only 3 search trials completed (fewer than 10): the importances are little more than a guess" in all_report.warnings
+    assert _search_row(page, "a2")["loss"] == "dclr" and _search_row(page, "a2")["phi"] == "0.9"
+
+
+def test_refused_plots_become_notes(tmp_path):
+    tracking_uri, storage = f"sqlite:///{tmp_path}/mlflow.db", f"sqlite:///{tmp_path}/optuna.db"
+    one_scored = [FOCAL_TRIALS[0], FOCAL_TRIALS[4]]  # one completed trial, one failed
+    _record_search(tracking_uri, storage, tmp_path / "artifacts", FOCAL, one_scored, conditional=False,
+                   summary_extra=ALL_SUMMARY)
+    result = report.write_report(tracking_uri, FOCAL, tmp_path / "report")
+    page = result.html_path.read_text()
+    assert "Parameter importances (fANOVA, seed 0): not drawn (1 completed trial: fANOVA needs at least 2)" in page
+    assert "Contour of the two most important numeric parameters: not drawn" in page
+    assert result.importances == {}
+    assert "optimization_history.png" in {p.name for p in result.images}
+
+
+def test_a_value_space_that_changed_mid_search_is_a_note(tmp_path):
+    """A search resumed with an edited space file: tau's range differs between trials and fANOVA gives up."""
+    import optuna
+    from optuna.distributions import FloatDistribution
+
+    from raycse.report_html import render_report
+
+    study = optuna.create_study(direction="maximize")
+    for number, (tau, value) in enumerate([(0.05, 80.0), (0.1, 81.0), (0.07, 80.5), (0.03, 79.0)]):
+        study.add_trial(optuna.trial.create_trial(
+            params={"tau": tau, "m": 0.3}, value=value, intermediate_values={1: value},
+            distributions={"tau": FloatDistribution(0.01, 0.2 if number < 2 else 0.3, log=True),
+                           "m": FloatDistribution(0.0, 0.6)}))
+    summary = {"experiment": FOCAL, "baseline": {"objective": BASELINE}, "searched_params": {"focal": ["tau", "m"]},
+               "seed_noise_std": 0.3}
+    record = report.SearchRecord(experiment=FOCAL, parent_run_id="-", summary=summary, study=study,
+                                 optuna_storage="in memory", rows=[])
+    page = render_report(record, tmp_path)
+    assert "Parameter importances (fANOVA, seed 0): not drawn (Optuna refused" in page.html
+    assert "optimization_history.png" in {p.name for p in page.images}
+
+
+def test_report_experiment_logs_the_page_on_the_parent_run(store):
+    from mlflow.tracking import MlflowClient
+
+    text = report.report_experiment(store["tracking_uri"], FOCAL, store["tmp"] / "cli-report")
+    assert "Verdict: The best configuration" in text and "0.07077" in text
+    client = MlflowClient(tracking_uri=store["tracking_uri"])
+    logged = [a.path for a in client.list_artifacts(store["parents"][FOCAL], "report")]
+    assert logged == ["report/index.html"]
+    downloaded = client.download_artifacts(store["parents"][FOCAL], "report/index.html", str(store["tmp"]))
+    assert Path(downloaded).read_text() == (store["tmp"] / "cli-report" / "index.html").read_text()
+
+
+def test_the_text_summary_from_search_summary_json_alone(store):
+    """What the end of `raycse search` prints: the same tables, from the summary it just wrote."""
+    text = report.format_search_summary(report.load_search(store["tracking_uri"], FOCAL).summary)
+    stopped = next(line.split() for line in text.splitlines() if line.split()[:2] == ["-", "f2"])
+    assert stopped[2:7] == ["0.15", "0.05", "80.40", "16", "16"]  # tau, m, best objective, best step, last eval step
+    assert "Verdict: The best configuration is not distinguishable" in text
+    assert "Focal-InfoNCE (BERT-base, reported)" in text
+
+
+def test_errors_name_the_culprit(store, tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    uri = store["tracking_uri"]
+    with pytest.raises(ConfigError, match="no MLflow experiment 'raycse-nope'"):
+        report.write_report(uri, "raycse-nope", tmp_path)
+    client = MlflowClient(tracking_uri=uri)
+    plain = client.create_experiment("plain-runs", artifact_location=str(tmp_path / "plain"))
+    client.create_run(plain)
+    with pytest.raises(ConfigError, match="'plain-runs' has no search parent run"):
+        report.write_report(uri, "plain-runs", tmp_path)
+    crashed = client.create_experiment("crashed-search", artifact_location=str(tmp_path / "crashed"))
+    client.create_run(crashed, tags={"raycse.search": "crashed-search"})
+    with pytest.raises(ConfigError, match="has no search_summary.json"):
+        report.write_report(uri, "crashed-search", tmp_path)
+    missing = f"sqlite:///{tmp_path}/moved/optuna.db"
+    with pytest.raises(ConfigError, match=f"Optuna storage {re.escape(missing)} does not exist"):
+        report.write_report(uri, FOCAL, tmp_path, optuna_storage=missing)
+    assert not (tmp_path / "moved").exists()
+    import optuna
+
+    other = f"sqlite:///{tmp_path}/other.db"
+    optuna.create_study(study_name="someone-else", storage=other)
+    with pytest.raises(ConfigError, match=f"no Optuna study '{FOCAL}' in .*other.db \\(studies: someone-else\\)"):
+        report.write_report(uri, FOCAL, tmp_path, optuna_storage=other)
+
+
+def test_the_latest_search_is_reported(store, tmp_path):
+    """A newer parent run without a summary (a search still running, or crashed) is the one reported, and says so."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=store["tracking_uri"])
+    experiment_id = client.get_experiment_by_name(ALL).experiment_id
+    newer = client.create_run(experiment_id, tags={"raycse.search": ALL}).info.run_id
+    try:
+        with pytest.raises(ConfigError, match=f"parent run {newer}"):
+            report.write_report(store["tracking_uri"], ALL, tmp_path)
+    finally:
+        client.delete_run(newer)
+
+
+# ------------------------------------------------------------------------------------ headless Chromium
+class DevTools:
+    """Headless Chromium driven over the DevTools protocol on a pipe (stdlib only).
+
+    With --remote-debugging-pipe Chromium reads commands on fd 3 and writes replies and events on fd 4,
+    each a JSON message ended by a NUL byte.
+    """
+
+    def __init__(self, binary: str, profile: Path):
+        commands_read, self._commands = os.pipe()
+        self._replies, replies_write = os.pipe()
+
+        def wire_fds():  # in the child, before exec: the pipe ends must sit exactly at fds 3 and 4
+            os.dup2(commands_read, 3)
+            os.dup2(replies_write, 4)
+
+        self.process = subprocess.Popen(
+            [binary, "--headless", "--no-sandbox", "--disable-gpu", "--remote-debugging-pipe", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             f"--user-data-dir={profile}", "about:blank"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=wire_fds, pass_fds=(3, 4))
+        os.close(commands_read)
+        os.close(replies_write)
+        self._buffer, self._next_id, self.events = b"", 0, []
+
+    def _message(self, deadline: float) -> dict:
+        while b"\0" not in self._buffer:
+            ready, _, _ = select.select([self._replies], [], [], max(0.0, deadline - time.monotonic()))
+            chunk = os.read(self._replies, 1 << 20) if ready else b""
+            if not chunk:
+                raise TimeoutError("Chromium sent nothing (exited, or took over the deadline)")
+            self._buffer += chunk
+        message, self._buffer = self._buffer.split(b"\0", 1)
+        return json.loads(message)
+
+    def send(self, method: str, params: dict | None = None, session: str | None = None, timeout: float = 30) -> dict:
+        self._next_id += 1
+        command = {"id": self._next_id, "method": method, "params": params or {}}
+        if session:
+            command["sessionId"] = session
+        os.write(self._commands, json.dumps(command).encode() + b"\0")
+        deadline = time.monotonic() + timeout
+        while True:
+            message = self._message(deadline)
+            if message.get("id") == self._next_id:
+                if "error" in message:
+                    raise RuntimeError(f"{method}: {message['error']}")
+                return message["result"]
+            self.events.append(message)
+
+    def wait_for(self, event: str, session: str, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while not any(e.get("method") == event and e.get("sessionId") == session for e in self.events):
+            self.events.append(self._message(deadline))
+
+    def open(self, url: str) -> str:
+        """Load a page in a new tab, with its console and log recorded; return the tab's session id."""
+        target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+        session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        for domain in ("Page", "Runtime", "Log"):
+            self.send(f"{domain}.enable", session=session)
+        self.send("Page.navigate", {"url": url}, session=session)
+        self.wait_for("Page.loadEventFired", session)  # fires once every image has loaded or failed
+        return session
+
+    def errors(self) -> list[str]:
+        """Console errors, uncaught exceptions and browser log errors (a resource that failed to load)."""
+        found = []
+        for event in self.events:
+            params = event.get("params", {})
+            if event.get("method") == "Runtime.exceptionThrown":
+                found.append(params["exceptionDetails"].get("text", "exception"))
+            elif event.get("method") == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
+                found.append(" ".join(str(a.get("value", a.get("description"))) for a in params.get("args", [])))
+            elif event.get("method") == "Log.entryAdded" and params["entry"].get("level") == "error":
+                found.append(params["entry"].get("text", ""))
+        return found
+
+    def image_widths(self, session: str) -> list[int]:
+        result = self.send("Runtime.evaluate", {"expression": "Array.from(document.images, i => i.naturalWidth)",
+                                                "returnByValue": True}, session=session)
+        return result["result"]["value"]
+
+    def close(self) -> None:
+        try:
+            self.send("Browser.close", timeout=10)
+        except (TimeoutError, OSError, RuntimeError):
+            pass  # it may close the pipe before it replies
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        os.close(self._commands)
+        os.close(self._replies)
+
+
+@pytest.fixture
+def chromium(tmp_path):
+    binary = shutil.which("chromium")
+    if binary is None:
+        if os.environ.get("CI", "").lower() not in ("", "0", "false"):
+            pytest.fail("CI is set but chromium is not on PATH: .ci/run installs Debian's chromium")
+        pytest.skip("no chromium on PATH (Debian: apt-get install chromium); CI runs this test")
+    browser = DevTools(binary, tmp_path / "chromium-profile")
+    yield browser
+    browser.close()
+
+
+def test_the_browser_checker_sees_broken_images_and_console_errors(chromium, tmp_path):
+    """The checker below can fail: a broken image and a console error are caught."""
+    page = tmp_path / "broken.html"
+    page.write_text('<!DOCTYPE html><html><body><img src="data:image/png;base64,AAAA" alt="broken">'
+                    '<script>console.error("deliberate");</script></body></html>')
+    session = chromium.open(page.as_uri())
+    assert chromium.image_widths(session) == [0]
+    assert any("deliberate" in e for e in chromium.errors())
+
+
+def test_the_report_loads_in_headless_chromium(chromium, focal_report, all_report):
+    for result in (focal_report, all_report):
+        session = chromium.open(result.html_path.as_uri())
+        widths = chromium.image_widths(session)
+        assert len(widths) == len(result.images) >= 4
+        assert all(w > 0 for w in widths), widths
+    assert chromium.errors() == []
