@@ -5,7 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from raycse.losses.dclr import dclr_noise_negatives, non_uniformity_gradient, non_uniformity_loss
+from raycse.losses.dclr import (
+    dclr_noise_negatives,
+    non_uniformity_gradient,
+    non_uniformity_loss,
+)
 from raycse.losses.infonce import EPS, unit_norm
 
 
@@ -92,7 +96,7 @@ def test_ascent_builds_no_graph_and_works_under_no_grad():
 
 def test_ascent_under_torch_compile_equals_eager():
     try:
-        import torch._inductor  # noqa: F401
+        import torch._inductor
     except ImportError as err:  # pragma: no cover - depends on the platform's torch build
         pytest.skip(f"torch.compile's inductor backend is unavailable: {err}")
     z1, z2, init = random_inputs(6, 3, 8, seed=11, dtype=torch.float32)

@@ -329,8 +329,8 @@ def test_auto_is_accepted_by_callers_but_is_not_a_pooler(tiny_bert_dir):
     with pytest.raises(ConfigError, match="unknown evaluation pooler 'max'"):
         resolve_poolers(str(tiny_bert_dir), "auto", "max", False)
     with pytest.raises(ConfigError, match="unknown pooler 'auto'"):  # a forward always has a concrete pooler
-        Encoder.from_pretrained(tiny_bert_dir)(**{"input_ids": torch.tensor([[1, 2]]),
-                                                   "attention_mask": torch.tensor([[1, 1]])}, pooler="auto")
+        encoder = Encoder.from_pretrained(tiny_bert_dir)
+        encoder(input_ids=torch.tensor([[1, 2]]), attention_mask=torch.tensor([[1, 1]]), pooler="auto")
 
 
 def test_a_checkpoint_saved_with_avg_declares_avg_to_raycse_and_sentence_transformers(tiny_bert_dir, sentences,
@@ -556,6 +556,41 @@ def test_dropout_rows_at_the_edges_and_in_eval_mode(tiny_bert_dir, sentences):
     assert encoder._row_dropout.rows is None  # reset after every forward, a refused one included
 
 
+SMALL = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64,
+         "vocab_size": 100, "max_position_embeddings": 64}
+# BERT-family architectures, tiny and random: attention through transformers' interface (SDPA: RoBERTa, ELECTRA,
+# DistilBERT, ModernBERT) or written in the model with an nn.Dropout on the probabilities (MPNet, DeBERTa-v2).
+BERT_FAMILY = {
+    "roberta": ("RobertaConfig", "RobertaModel", {}),
+    "electra": ("ElectraConfig", "ElectraModel", {"embedding_size": 32}),
+    "distilbert": ("DistilBertConfig", "DistilBertModel", {"dim": 32, "n_layers": 2, "n_heads": 2, "hidden_dim": 64}),
+    "mpnet": ("MPNetConfig", "MPNetModel", {}),
+    "deberta-v2": ("DebertaV2Config", "DebertaV2Model", {}),
+    "modernbert": ("ModernBertConfig", "ModernBertModel", {"vocab_size": 50368, "attention_dropout": 0.1,
+                                                           "embedding_dropout": 0.1, "mlp_dropout": 0.1}),
+}
+
+
+@pytest.mark.parametrize("architecture", BERT_FAMILY)
+def test_dropout_rows_works_across_the_bert_family(architecture):
+    import transformers
+
+    config_class, model_class, options = BERT_FAMILY[architecture]
+    torch.manual_seed(0)
+    backbone = getattr(transformers, model_class)(getattr(transformers, config_class)(**{**SMALL, **options}))
+    encoder = Encoder(backbone, tokenizer=None, pooler="avg").train()
+    assert encoder.supports_dropout_rows
+    input_ids = torch.randint(5, 100, (9, 7))
+    attention_mask = torch.ones_like(input_ids)
+    attention_mask[1, 5:] = attention_mask[7, 4:] = 0
+    pooled = encoder(input_ids, attention_mask, dropout_rows=6)
+    torch.testing.assert_close(pooled[6:], eval_mode_forward(encoder, {"input_ids": input_ids[6:],
+                                                                       "attention_mask": attention_mask[6:]}),
+                               rtol=1e-5, atol=1e-6)
+    without_dropout = eval_mode_forward(encoder, {"input_ids": input_ids[:3], "attention_mask": attention_mask[:3]})
+    assert not torch.allclose(pooled[:3], without_dropout, atol=1e-4)
+
+
 def test_dropout_rows_is_refused_where_the_backbone_applies_dropout_itself(tiny_bert_dir, sentences):
     """'eager' attention drops attention probabilities with F.dropout(training=module.training)."""
     encoder = dropout_encoder(tiny_bert_dir, 0.1, 0.1, attn_implementation="eager").train()
@@ -574,7 +609,7 @@ def test_dropout_rows_under_torch_compile(tiny_bert_dir, sentences):
     inductor's CPU code generation would add about 30 s on a 2-core machine and no path the trainer runs.
     """
     try:
-        import torch._dynamo  # noqa: F401
+        import torch._dynamo
     except ImportError as err:  # pragma: no cover - depends on the platform's torch build
         pytest.skip(f"torch.compile is unavailable: {err}")
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
