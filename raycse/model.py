@@ -120,8 +120,9 @@ def declared_pooler(name_or_path: str | os.PathLike) -> str | None:
     modules.json's Pooling module, read from its folder's config.json (classic `pooling_mode_*_token(s)` flags or
     the newer `pooling_mode`): mean -> 'avg', cls -> 'cls_before_pooler'. Any other mode (max, mean_sqrt_len,
     weightedmean, lasttoken, several at once), a module other than the Transformer before the Pooling (it would
-    change the token states raycse pools), or no such files -> None. Modules after the Pooling are not
-    reproduced: Normalize does not change a cosine, and a Dense head would be a different model.
+    change the token states raycse pools), or no such files -> None. Modules after the Pooling are ignored:
+    Normalize does not change a cosine, and a Dense head after it (LaBSE's, say) is not reproduced; the
+    answer is the pooling of the token states.
 
     A hub id is asked of the hub (`hf_hub_download`); any failure there (offline, no such file) gives None.
     Answers are cached per path; a local directory's answer is recomputed when its pooler files change (a
@@ -210,7 +211,7 @@ def _pooler_of_pooling_config(config: dict) -> str | None:
     if mode is None:  # the classic flags; with none set, sentence-transformers pools by the mean
         modes = [name for key, name in _LEGACY_POOLING_FLAGS.items() if config.get(key)] or ["mean"]
     else:
-        modes = [mode] if isinstance(mode, str) else list(mode)
+        modes = [mode] if isinstance(mode, str) else list(mode) if isinstance(mode, (list, tuple)) else []
     return _POOLER_OF_SENTENCE_TRANSFORMERS_MODE.get(modes[0]) if len(modes) == 1 else None
 
 
