@@ -298,7 +298,8 @@ def train_config(options: BenchOptions):
     from raycse.config import TrainConfig
 
     return TrainConfig(model="random", loss=options.loss, batch_size=options.batch_size, max_len=options.seq_len,
-                       precision=options.precision, compile=options.compile, seed=options.seed)
+                       pooler="cls", precision=options.precision, compile="always" if options.compile else "never",
+                       seed=options.seed)
 
 
 def total_steps(options: BenchOptions) -> int:
@@ -334,6 +335,8 @@ def build_runner(options: BenchOptions, tokenizer, device):
     encoder.to(device).train()
     complementary = frozen_copy(encoder, device) if loss_fn.needs_complementary else None
     runner = StepRunner(encoder, loss_fn, config, device, total_steps(options), complementary)
+    if options.compile and device.type == "cuda":  # the trainer's "always"; its "auto" decides per training
+        runner.compile()
     return runner, loss_fn
 
 
@@ -435,7 +438,7 @@ def run_bench(options: BenchOptions) -> dict:
         "torch": torch.__version__,
         "transformers": transformers.__version__,
         "precision": {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[amp],
-        "compile": runner.forward is not runner.encoder,
+        "compile": runner.compiled,
         "compile_requested": options.compile,
         "attention": runner.encoder.backbone.config._attn_implementation,
         "optimizer": "AdamW (fused)" if device.type == "cuda" else "AdamW",

@@ -6,13 +6,14 @@ traceback). Heavy imports (torch, ray, mlflow) happen inside the subcommands so 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sys
+import time
 from pathlib import Path
 
 from raycse.errors import ConfigError
+from raycse.files import write_json_atomic
 
 EXIT_USAGE = 2
 
@@ -40,15 +41,6 @@ def _check_writable_dir(flag: str, path: Path) -> None:
     except OSError as err:
         raise ConfigError(f"{flag}: cannot create {str(path)!r}: {err.strerror}") from None
     shutil.rmtree(first_missing)
-
-
-def _write_json(path: str, payload: dict) -> None:
-    """Write JSON atomically: a reader never sees half a file."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.tmp")
-    tmp.write_text(json.dumps(payload, indent=2, sort_keys=False) + "\n")
-    os.replace(tmp, target)
 
 
 # --------------------------------------------------------------------------------------------- eval
@@ -81,107 +73,121 @@ def _cmd_eval(args) -> int:
                        max_len=args.max_len, trust_remote_code=args.trust_remote_code)
     print(format_table(results, title=f"{args.model} ({args.pooler})"))
     if args.output:
-        _write_json(args.output, results)
+        write_json_atomic(args.output, results)
     return 0
 
 
 
 # -------------------------------------------------------------------------------------------- train
-HPARAM_FLAGS = ("tau", "m", "lambda", "tau_dcl", "phi", "k", "lambda_bt", "margin", "hard_neg_weight",
-                "noise_steps", "noise_beta", "noise_sigma", "tau_u")
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _field_type(field) -> type:
+    annotation = str(field.type)
+    for name, kind in (("bool", bool), ("int", int), ("float", float)):
+        if annotation.split(" | ")[0] == name:
+            return kind
+    return str
+
+
+def _add_train_settings(p) -> None:
+    """One flag per TrainConfig field (help text from the field), one per loss hyperparameter (from the registry)."""
+    import dataclasses
+
+    from raycse.config import TrainConfig
+    from raycse.losses import LOSS_NAMES, hyperparameter_catalogue
+
+    for f in dataclasses.fields(TrainConfig):
+        if not f.metadata.get("flag", True):
+            continue
+        kind, help_text = _field_type(f), f.metadata.get("help", "")
+        if f.name == "loss":
+            help_text = f"the loss: {' | '.join(LOSS_NAMES)}"
+        if kind is bool:
+            p.add_argument(_flag(f.name), dest=f.name, action=argparse.BooleanOptionalAction, default=f.default,
+                           help=help_text)
+        else:
+            p.add_argument(_flag(f.name), dest=f.name, type=kind, default=f.default, choices=f.metadata.get("choices"),
+                           metavar=None if f.metadata.get("choices") else "X", help=f"{help_text} (default: %(default)s)")
+    p.set_defaults(gpus_per_worker=None)  # the command line's default: 1 if CUDA is available, else 0
+    group = p.add_argument_group("loss hyperparameters (default: each paper's published value)")
+    for name, owners in hyperparameter_catalogue().items():
+        integer = all(spec.integer for spec in owners.values())
+        defaults = ", ".join(f"{owner} {spec.default:g}" for owner, spec in owners.items())
+        group.add_argument(_flag(name), dest=f"hp_{name}", type=int if integer else float, default=None, metavar="X",
+                           help=f"{next(iter(owners.values())).allowed}; default: {defaults}")
 
 
 def _add_train(sub) -> None:
-    from raycse.config import BUNDLED_CORPUS, TrainConfig
-
-    d = TrainConfig()
     p = sub.add_parser("train", help="train one encoder with one loss (the body of every search trial)")
-    p.add_argument("--model", default=d.model, help="'minilm' (packaged), a local directory or a hub id")
-    p.add_argument("--loss", default=d.loss, help="simcse | simcse-sup | focal | off-dropout | dclr | triplet | "
-                                                   "imsimcse | simcse+dcl | simcse+barlow")
-    p.add_argument("--reg", default=None, help="add a regulariser with weight --lambda: dcl | barlow")
-    group = p.add_argument_group("loss hyperparameters (defaults: each paper's published value)")
-    for name in HPARAM_FLAGS:
-        group.add_argument("--" + name.replace("_", "-"), dest=f"hp_{name}", type=int if name == "noise_steps" else float,
-                           default=None, metavar="X")
-    p.add_argument("--batch-size", type=int, default=d.batch_size, help="per worker")
-    p.add_argument("--lr", type=float, default=d.lr)
-    p.add_argument("--epochs", type=int, default=d.epochs)
-    p.add_argument("--max-steps", type=int, default=None)
-    p.add_argument("--eval-steps", type=int, default=d.eval_steps)
-    p.add_argument("--max-len", type=int, default=d.max_len)
-    p.add_argument("--pooler", default=d.pooler)
-    p.add_argument("--eval-pooler", default=None, help="default: cls_before_pooler for unsupervised cls training")
-    p.add_argument("--corpus", default=BUNDLED_CORPUS, help="text file, URL or hf:NAME[:SPLIT[:COLUMN]] "
-                                                             "(default: the bundled Wikipedia sample)")
-    p.add_argument("--sup-data", default=None, help="SimCSE's NLI csv (sent0, sent1, hard_neg)")
-    p.add_argument("--max-sentences", type=int, default=None)
-    p.add_argument("--replace-bad-bytes", action="store_true", help="decode non-UTF-8 corpus bytes as U+FFFD "
-                                                                    "instead of stopping with an error")
-    p.add_argument("--seed", type=int, default=d.seed)
-    p.add_argument("--workers", type=int, default=1, help="data-parallel workers through Ray Train")
-    p.add_argument("--gpus-per-worker", type=float, default=None, help="default: 1 if CUDA is available, else 0")
-    p.add_argument("--complementary", default=None, help="DCLR's frozen complementary model (default: start weights)")
-    p.add_argument("--precision", default=d.precision, choices=["auto", "fp32", "bf16", "fp16"])
-    p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True,
-                   help="torch.compile the encoder with CUDA graphs (CUDA only; default on)")
-    p.add_argument("--no-test-eval", action="store_true", help="skip the seven STS test tasks at the end")
-    p.add_argument("--trust-remote-code", action="store_true")
+    _add_train_settings(p)
+    p.add_argument("--output-dir", required=True, help="where best/, last/ and results.json go")
+    p.add_argument("--resume", action="store_true", help="continue an interrupted training from output-dir/last")
     p.add_argument("--tracking-uri", default=None, help="default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db")
     p.add_argument("--no-mlflow", action="store_true", help="do not record the run in MLflow")
-    p.add_argument("--output-dir", required=True)
     p.set_defaults(func=_cmd_train)
 
 
 def _train_config(args):
-    from raycse.config import TrainConfig
+    import dataclasses
 
-    hparams = {name: getattr(args, f"hp_{name}") for name in HPARAM_FLAGS if getattr(args, f"hp_{name}") is not None}
-    gpus = args.gpus_per_worker
-    if gpus is None:
+    from raycse.config import TrainConfig
+    from raycse.losses import hyperparameter_catalogue
+
+    hparams = {name: getattr(args, f"hp_{name}") for name in hyperparameter_catalogue()
+               if getattr(args, f"hp_{name}") is not None}
+    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig) if f.metadata.get("flag", True)}
+    if values["gpus_per_worker"] is None:
         import torch
 
-        gpus = 1.0 if torch.cuda.is_available() else 0.0
-    config = TrainConfig(
-        model=args.model, loss=args.loss, reg=args.reg, hparams=hparams, pooler=args.pooler,
-        eval_pooler=args.eval_pooler, batch_size=args.batch_size, lr=args.lr, epochs=args.epochs,
-        max_steps=args.max_steps, eval_steps=args.eval_steps, max_len=args.max_len, corpus=args.corpus,
-        sup_data=args.sup_data, max_sentences=args.max_sentences, seed=args.seed, workers=args.workers,
-        gpus_per_worker=gpus, complementary=args.complementary, precision=args.precision, compile=args.compile,
-        test_eval=not args.no_test_eval, trust_remote_code=args.trust_remote_code, output_dir=args.output_dir,
-        replace_bad_bytes=args.replace_bad_bytes,
-    )
+        values["gpus_per_worker"] = 1.0 if torch.cuda.is_available() else 0.0
+    config = TrainConfig(**values, hparams=hparams, output_dir=args.output_dir)
     try:
         return config.validate()
-    except ConfigError as err:  # name the flag the user typed, not the dataclass field behind it
-        field, _, rest = str(err).partition(":")
-        if rest and field in vars(config):
-            raise ConfigError(f"--{field.replace('_', '-')}:{rest}") from None
+    except ConfigError as err:  # name the flag the user typed, not the field behind it
+        if err.key in values or err.key in hparams:
+            message = str(err)
+            raise ConfigError(f"{_flag(err.key)}: {message.split(': ', 1)[1] if message.startswith(err.key + ':') else message}",
+                              key=err.key) from None
         raise
 
 
 def _cmd_train(args) -> int:
     from raycse.data import GlobalBatches
     from raycse.launch import run_training
+    from raycse.model import check_loadable
+    from raycse.trainer import load_examples
 
     config = _train_config(args)
     output = Path(config.output_dir).expanduser()
     _check_writable_dir("--output-dir", output)
-    if output.is_dir() and any(output.iterdir()):
-        raise ConfigError(f"--output-dir: {str(output)!r} exists and is not empty")
-    from raycse.trainer import load_examples
-
-    GlobalBatches(load_examples(config), config.batch_size * config.workers, config.seed)  # data errors now, not later
-    from raycse.model import check_loadable
-
-    for model in filter(None, (config.model, config.complementary)):
-        check_loadable(model, config.trust_remote_code)
+    if args.resume:
+        if not (output / "last").is_dir():
+            raise ConfigError(f"--resume: {str(output)!r} holds no last/ checkpoint to resume from")
+        if (output / "results.json").exists():
+            raise ConfigError(f"--resume: {str(output)!r} holds a finished training (results.json)")
+    elif output.is_dir() and any(output.iterdir()):
+        raise ConfigError(f"--output-dir: {str(output)!r} exists and is not empty (pass --resume to continue it)")
+    examples = load_examples(config)  # data errors now, not later; the trainer reuses what was read
+    GlobalBatches(examples, config.batch_size * config.workers, config.seed)
+    for flag, model in (("--model", config.model), ("--complementary", config.complementary)):
+        if model is not None:
+            try:
+                check_loadable(model, config.trust_remote_code)
+            except ConfigError as err:
+                raise ConfigError(f"{flag}: {err}") from None
+    if config.loss in ("dclr",) and config.complementary is None:
+        print("DCLR without --complementary: the frozen complementary model is a copy of the starting weights, "
+              "not the trained SimCSE model the paper uses (raycse search trains one first; pass --complementary "
+              "DIR to use yours).", flush=True)
     tracking_uri = None
     if not args.no_mlflow:
         from raycse.tracking import resolve_tracking_uri
 
         tracking_uri = resolve_tracking_uri(args.tracking_uri)
-    results = run_training(config, tracking_uri=tracking_uri)
+    results = run_training(config, tracking_uri=tracking_uri, resume=args.resume,
+                           examples=examples if config.workers == 1 else None)
     print(_summary_table(results))
     print(f"best checkpoint: {output / 'best'}   results: {output / 'results.json'}")
     return 0
@@ -190,11 +196,11 @@ def _cmd_train(args) -> int:
 def _summary_table(results: dict) -> str:
     from raycse.evaluation import format_table
 
-    lines = [f"best STS-B dev {results['best_stsb_dev']:.2f} at step {results['best_step']} of {results['steps']}  "
-             f"({results['sentences_per_s']:.1f} sentences/s, {results.get('wall_seconds', 0):.0f} s)"]
-    figures = {k: v for k, v in results.items() if isinstance(v, float) and k not in ("best_stsb_dev",)}
-    if "avg" in figures:
-        lines.append(format_table(figures, title="best checkpoint"))
+    lines = [f"best objective ({results['objective']}) {results['best_objective']:.2f} at step {results['best_step']} "
+             f"of {results['steps']}  ({results['sentences_per_s']:.1f} sentences/s, "
+             f"{results.get('wall_seconds', 0):.0f} s; {results.get('compile_decision', '')})"]
+    if "avg" in results:
+        lines.append(format_table({k: v for k, v in results.items() if isinstance(v, float)}, title="best checkpoint"))
     return "\n".join(lines)
 
 
@@ -202,37 +208,57 @@ def _summary_table(results: dict) -> str:
 def _add_search(sub) -> None:
     p = sub.add_parser("search", help="Ray Tune + Optuna search over a search-space file, every trial in MLflow")
     p.add_argument("--space", required=True, help="a search-space file, e.g. search_spaces/focal.yaml")
-    p.add_argument("--num-samples", type=int, default=None)
-    p.add_argument("--max-concurrent", type=int, default=None)
-    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--num-samples", type=int, default=None, help="search-stage trials (default: the file's)")
+    p.add_argument("--max-concurrent", type=int, default=None, help="trials at once (default: what fits)")
+    p.add_argument("--seed", type=int, default=None, help="the sampler's seed (default: the file's)")
+    p.add_argument("--confirm-seeds", type=int, default=None,
+                   help="seeds per confirmed configuration, the search run counting as one (default: the file's)")
+    p.add_argument("--no-confirm", action="store_true", help="skip the confirmation stage (one seed per configuration)")
     p.add_argument("--tracking-uri", default=None, help="default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db")
+    p.add_argument("--optuna-storage", default=None, help="the Optuna study's storage (default: optuna.db beside "
+                                                          "a SQLite MLflow store, else in the working directory)")
     p.add_argument("--storage-path", default="ray_results", help="Tune state and checkpoints (a path or s3://...)")
     p.add_argument("--budget", default="auto", choices=["auto", "cpu", "full"],
                    help="auto: the file's cpu_budget when the Ray cluster has no GPU")
-    p.add_argument("--resume", action="store_true", help="continue an interrupted search")
+    p.add_argument("--resume", action="store_true", help="continue an interrupted search (either stage)")
     p.set_defaults(func=_cmd_search)
 
 
 def _cmd_search(args) -> int:
-    from raycse.search import SearchOptions, run_search
+    from raycse.config import check_int
+    from raycse.model import check_loadable
+    from raycse.search import SearchOptions, finish, run_search
     from raycse.space import load_space
     from raycse.tracking import resolve_tracking_uri
 
-    for flag in ("num_samples", "max_concurrent"):
-        value = getattr(args, flag)
-        if value is not None and value < 1:
-            raise ConfigError(f"--{flag.replace('_', '-')}: must be >= 1, got {value}")
+    for flag, low in (("num_samples", 1), ("max_concurrent", 1), ("confirm_seeds", 1)):
+        if getattr(args, flag) is not None:
+            check_int(_flag(flag), getattr(args, flag), low=low)
     space = load_space(args.space)
+    for key, model in (("model", space.base.model), ("train.complementary", space.base.complementary)):
+        if model is not None:
+            try:
+                check_loadable(model, space.base.trust_remote_code)
+            except ConfigError as err:
+                raise ConfigError(f"{space.path}: {key}: {err}") from None
     if "://" not in args.storage_path:
         _check_writable_dir("--storage-path", Path(args.storage_path).expanduser())
     options = SearchOptions(tracking_uri=resolve_tracking_uri(args.tracking_uri), storage_path=args.storage_path,
                             resume=args.resume, num_samples=args.num_samples, max_concurrent=args.max_concurrent,
-                            seed=args.seed, budget=args.budget)
-    from raycse.report import format_search_summary
+                            seed=args.seed, budget=args.budget, confirm_seeds=args.confirm_seeds,
+                            confirm=not args.no_confirm, optuna_storage=args.optuna_storage,
+                            started_at=args.started_at)
+    from raycse.report import format_search_summary, format_timings
 
-    summary = run_search(space, options)
-    print(format_search_summary(summary, space))
-    return 0 if summary.best is not None else 1
+    outcome = run_search(space, options)
+    print(format_search_summary(outcome.summary), flush=True)
+    if outcome.best_checkpoint:
+        print(f"Best checkpoint: {outcome.best_checkpoint}")
+    print(f"MLflow: parent run {outcome.parent_run_id}, registered model {outcome.experiment!r} version "
+          f"{outcome.model_version}" + (f"\nReport: {outcome.summary['report']}" if outcome.summary.get("report") else ""))
+    finish(outcome, options.tracking_uri)
+    print(format_timings(outcome.timings))
+    return 0 if outcome.winner is not None else 1
 
 
 # ------------------------------------------------------------------------------------------- report
@@ -293,7 +319,7 @@ def _cmd_bench(args) -> int:
         results = run_bench(options)
         print(format_table(results))
     if args.output:
-        _write_json(args.output, results)
+        write_json_atomic(args.output, results)
     return 0
 
 
@@ -318,6 +344,7 @@ def _quiet_libraries() -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")  # an unreachable server fails in seconds
     os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")  # read when mlflow is imported, later
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     logging.getLogger("mlflow").setLevel(logging.WARNING)
     logging.getLogger("alembic").setLevel(logging.WARNING)
     try:
@@ -333,12 +360,14 @@ def _quiet_libraries() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    started_at = time.perf_counter()  # a search's time_total_s runs from here
     argv = sys.argv[1:] if argv is None else argv
     debug = "--debug" in argv
     if "-h" not in argv and "--help" not in argv:
         _quiet_libraries()
     try:
         args = build_parser().parse_args(argv)
+        args.started_at = started_at
         return args.func(args)
     except ConfigError as err:
         if debug:

@@ -18,13 +18,13 @@ from pathlib import Path
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
-from raycse.config import BUNDLED_CORPUS
+from raycse.config import BUNDLED_CORPUS, BUNDLED_NLI
 from raycse.errors import ConfigError
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 BUNDLED_CORPUS_PATH = DATA_DIR / "wiki_sample.txt"
 NLI_COLUMNS = ("sent0", "sent1", "hard_neg")
-BUNDLED_SICK_TRIPLETS = "sick-train"  # (premise, entailment, contradiction) triplets built from SICK's train split
+BUNDLED_SICK_TRIPLETS = BUNDLED_NLI  # (premise, entailment, contradiction) triplets built from SICK's train split
 SICK_TRAIN_PATH = DATA_DIR / "senteval" / "SICK" / "SICK_train.txt"
 
 
@@ -198,15 +198,17 @@ class StepBatches(IterableDataset):
     without `persistent_workers`, whose copy of the dataset would not see a per-epoch attribute change.
     """
 
-    def __init__(self, batches: GlobalBatches, epochs: int, steps: int):
-        self.batches, self.epochs, self.steps = batches, epochs, steps
+    def __init__(self, batches: GlobalBatches, epochs: int, steps: int, start: int = 0):
+        self.batches, self.epochs, self.steps, self.start = batches, epochs, steps, start
 
     def __len__(self) -> int:
-        return min(self.steps, len(self.batches) * self.epochs)
+        return max(0, min(self.steps, len(self.batches) * self.epochs) - self.start)
 
     def __iter__(self):
+        # `start` > 0 resumes a training: the batches of the steps already taken are drawn and dropped (the order
+        # depends only on the seed), so step start + 1 gets the very batch it would have got without the break.
         every_epoch = (batch for epoch in range(self.epochs) for batch in self.batches.epoch(epoch))
-        stream = itertools.islice(every_epoch, self.steps)
+        stream = itertools.islice(every_epoch, self.start, self.steps)
         worker = get_worker_info()
         if worker is None or worker.num_workers == 1:
             return stream

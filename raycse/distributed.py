@@ -51,3 +51,12 @@ def any_flag(flag: torch.Tensor) -> bool:
         flag = flag.clone()
         dist.all_reduce(flag, op=dist.ReduceOp.MAX)
     return bool(flag.item())
+
+
+def gather_objects(obj) -> list:
+    """Every worker's `obj`, in rank order, on every worker (picklable objects: RNG states, say)."""
+    if not is_distributed():
+        return [obj]
+    gathered = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, obj)
+    return gathered

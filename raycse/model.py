@@ -41,12 +41,12 @@ from transformers.masking_utils import (
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
+# POOLERS: SimCSE's five. AUTO_POOLER, what a caller may pass besides: "the model's own pooling, else SimCSE's
+# recipe" (`resolve_poolers`); not a pooler itself, so never in POOLERS: a forward pass or a checkpoint always has a
+# concrete one. Both live in config.py, which validates settings without importing torch.
+from raycse.config import AUTO_POOLER, POOLERS
 from raycse.errors import ConfigError
-
-POOLERS = ("cls", "cls_before_pooler", "avg", "avg_first_last", "avg_top2")
-# What a caller may pass besides POOLERS: "the model's own pooling, else SimCSE's recipe" (`resolve_poolers`).
-# Not a pooler itself, so never in POOLERS: a forward pass or a checkpoint always has a concrete one.
-AUTO_POOLER = "auto"
+from raycse.files import replace_directory
 
 # Which entries of `hidden_states` (index 0 = embedding layer, -1 = last layer) the two layer-averaging
 # poolers average. Index 1 is the first transformer layer's output: SimCSE first used index 0 (the embeddings)
@@ -432,7 +432,7 @@ class Encoder(nn.Module):
                 save_file({name: t.detach().contiguous().cpu() for name, t in self.mlp.state_dict().items()},
                           staging / MLP_HEAD_FILE)
             _write_sentence_transformers_files(self, staging, pooler)
-            _replace_directory(staging, target)
+            replace_directory(staging, target)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
@@ -762,22 +762,6 @@ def _where(path: str) -> str:
 def _first_line(err: BaseException) -> str:
     text = str(err).strip()
     return text.splitlines()[0] if text else type(err).__name__
-
-
-def _replace_directory(staging: Path, target: Path) -> None:
-    """Rename `staging` to `target`; an old `target` is first renamed aside, then deleted."""
-    if not target.exists():
-        os.replace(staging, target)
-        return
-    # rename() cannot replace a non-empty directory, so the old one steps aside first.
-    retired = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=target.parent))
-    os.replace(target, retired)
-    try:
-        os.replace(staging, target)
-    except BaseException:
-        os.replace(retired, target)  # put the old checkpoint back
-        raise
-    shutil.rmtree(retired, ignore_errors=True)
 
 
 # ---------------------------------------------------------------------------------- sentence-transformers

@@ -58,7 +58,8 @@ def fmt_params(params: dict[str, Any]) -> str:
 
 
 def mean_std(mean: float | None, std: float | None) -> str:
-    return score(mean) if std is None or mean is None else f"{score(mean)} ± {fmt(std)}"
+    # the spread as the papers print it: two decimals, like the STS figures it qualifies
+    return score(mean) if std is None or mean is None else f"{score(mean)} ± {std:.2f}"
 
 
 def table(headers: list[str], rows: list[list[Any]]) -> str:
@@ -380,3 +381,15 @@ def report_experiment(tracking_uri: str, experiment: str, out_dir: Path) -> str:
     result = write_report(tracking_uri, experiment, out_dir)
     log_report(tracking_uri, result.parent_run_id, result.html_path)
     return result.text
+
+
+def format_timings(timings: dict[str, float]) -> str:
+    """Where a search's wall clock went, by phase, and the trials' own time by kind (search.py's metrics)."""
+    phases = [(k[len("time_"):-len("_s")], v) for k, v in timings.items() if k.startswith("time_") and k != "time_total_s"]
+    trials = [(k[len("trial_"):-len("_s")], timings[k]) for k in
+              ("trial_startup_s", "trial_compile_s", "trial_train_s", "trial_eval_s", "trial_checkpoint_s") if k in timings]
+    return (f"Time: {timings.get('time_total_s', 0.0):.0f} s in all ("
+            + ", ".join(f"{name} {seconds:.0f} s" for name, seconds in phases)
+            + "). Trials, summed: " + ", ".join(f"{name} {seconds:.0f} s" for name, seconds in trials)
+            + f"; slot utilisation {100 * timings.get('slot_utilisation', 0.0):.0f}% of "
+            f"{timings.get('concurrent_slots', 1):.0f} slot(s).")

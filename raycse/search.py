@@ -1,121 +1,147 @@
-"""`raycse search`: Ray Tune + Optuna (TPE) + ASHA over a search-space file; every trial in MLflow.
+"""`raycse search`: Ray Tune + Optuna (TPE) + ASHA over a search-space file, then a confirmation over seeds.
 
-Each trial runs the trainer of `raycse.trainer`: in process for one worker, through Ray Train's
-`TorchTrainer` for several (Ray 2.60 runs Train V2: this Tune function trainable starts the TorchTrainer
-and `TuneReportCallback` forwards its reports). Trials report the STS-B dev figure at every evaluation,
-which drives ASHA and Optuna, and persist the best checkpoint through Tune's storage. MLflow is written by
-the driver alone (a Tune callback), so a SQLite store is never written concurrently. Knows nothing of loss
-internals: a trial is a `TrainConfig`.
+A search runs in stages, each timed (`time_<stage>_s` on the MLflow parent run):
+
+  setup     Ray, the MLflow parent run, the Optuna study, and the baseline: the untouched model's objective
+  stage0    DCLR only, when no complementary model is given: one SimCSE training whose checkpoint every
+            DCLR trial uses as its frozen complementary model (the paper's recipe)
+  search    Tune trials sampled by Optuna's TPE (the published point first), early-stopped by ASHA
+  confirm   the top-K configurations and the published point retrained until each has S seeds; the answer is
+            the best mean, with the paired difference to the published point and its 95% interval
+  test      the winner's checkpoints scored on the seven STS test tasks (unless its trials scored them)
+  record    the summary, MLflow, the registered model, the report page
+
+Every trial is a Tune trial (`raycse.trial.run_trial`) recorded as an MLflow child run by a Tune callback in the
+driver, so a SQLite store is written by one process. `--resume` continues whichever stage was interrupted:
+finished trials are never trained again, unfinished ones continue from their last evaluation.
+The search layer knows nothing of loss internals: a trial is a `TrainConfig`.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import json
+import logging
 import math
 import os
 import re
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from raycse import stats
 from raycse.config import TrainConfig
 from raycse.errors import ConfigError
-from raycse.evaluation import RESULTS_OF_TASKS
-from raycse.space import SearchSpace
+from raycse.space import Confirm, SearchSpace, TrialSpec
 from raycse.tracking import SEARCH_TAG, STATUS_TAG, TRIAL_TAG, Tracker, training_params
+from raycse.trial import FINAL_KEYS, METRIC, TIMING_KEYS, WORST_OBJECTIVE, TrialContext, run_trial
 
-METRIC = "stsb_dev"
-WORST_SPEARMAN = -100.0  # the objective of a diverged trial
 PATH_TAG = "raycse.experiment_path"  # where Tune keeps the search's state: finds the parent run on --resume
-# what a trial's best checkpoint is scored on at the end: evaluation's 'all' set less the dev objective itself
-FINAL_KEYS = tuple(k for k in RESULTS_OF_TASKS["all"] if k != METRIC)
+STAGE_TAG, SEED_TAG, KEY_TAG = "raycse.stage", "raycse.seed", "raycse.config_key"
+PLAN_TAG, BASELINE_TAG = "raycse.confirm_plan", "raycse.baseline"
+SUMMARY_FILE = "search_summary.json"
+TEST_KEYS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness", "avg")
+STATUSES = {"finished": "finished", "stopped": "stopped early (ASHA)", "failed": "failed", "diverged": "diverged"}
 
 
-# ---------------------------------------------------------------------------------- inside a trial
-def _eval_metrics(report) -> dict[str, float]:
-    return {"step": report.step, METRIC: report.stsb_dev, "best_stsb_dev": report.best_stsb_dev,
-            "best_step": report.best_step, "train_loss": report.train_loss,
-            "sentences_per_s": report.sentences_per_s}
-
-
-def _final_metrics(results: dict) -> dict[str, Any]:
-    """The last report of a trial: its best dev figure as the objective, plus the test figures if scored."""
-    final = {"step": results["steps"], METRIC: results["best_stsb_dev"], "best_stsb_dev": results["best_stsb_dev"],
-             "best_step": results["best_step"], "sentences_per_s": results["sentences_per_s"], "final": 1}
-    final.update({k: results[k] for k in FINAL_KEYS if k in results})
-    return final
-
-
-def _train_to_final_metrics(config: TrainConfig, report_eval) -> dict[str, Any]:
-    """Train, reporting each evaluation; return the trial's last report.
-
-    A diverged training is an outcome, not a crash: it ends with the worst possible objective (so ASHA and
-    Optuna learn from it) and `diverged: 1`, and Ray's FailureConfig is left to retry real crashes only.
-    """
-    from raycse.trainer import TrainingDiverged, train
-
-    evaluations = []
-
-    def on_eval(report) -> None:
-        evaluations.append(report)
-        report_eval(report)
-
-    try:
-        return _final_metrics(train(config, on_eval=on_eval))
-    except TrainingDiverged as err:
-        last = evaluations[-1] if evaluations else None
-        return {"step": err.step, METRIC: WORST_SPEARMAN, "final": 1, "diverged": 1, "error": str(err),
-                "best_stsb_dev": last.best_stsb_dev if last else WORST_SPEARMAN, "best_step": last.best_step if last else 0}
-
-
-def _worker_loop(loop_config: dict) -> None:
-    """One Ray Train worker of a multi-worker trial (torch.distributed is set up by TorchTrainer)."""
-    import ray.train
-
-    config = TrainConfig(**loop_config["config"])
-    config.output_dir = tempfile.mkdtemp(prefix="raycse-worker-")  # local; checkpoints persist via ray.train.report
-
-    def report_eval(report) -> None:
-        checkpoint = ray.train.Checkpoint.from_directory(report.checkpoint) if report.checkpoint else None
-        ray.train.report(_eval_metrics(report), checkpoint=checkpoint)  # every worker: it is a barrier
-
-    # every worker diverges at the same step (the non-finite flag is all-reduced), so reports stay paired
-    ray.train.report(_train_to_final_metrics(config, report_eval))
-
-
-def run_trial(sampled: dict, space: SearchSpace) -> None:
-    """The Tune function trainable: one training with the sampled hyperparameters."""
-    from ray import tune
-
-    config = space.trial_config(sampled)
-    config = dataclasses.replace(
-        config, workers=space.resources.workers, gpus_per_worker=space.resources.gpus_per_worker,
-        test_eval=space.test_eval == "all", output_dir=os.path.join(tune.get_context().get_trial_dir(), "train"))
-    if config.workers == 1:
-        def report_eval(report) -> None:
-            checkpoint = tune.Checkpoint.from_directory(report.checkpoint) if report.checkpoint else None
-            tune.report(_eval_metrics(report), checkpoint=checkpoint)
-
-        tune.report(_train_to_final_metrics(config, report_eval))
-        return
-
-    from ray.tune.integration.ray_train import TuneReportCallback
-
-    from raycse.launch import torch_trainer
-
-    context = tune.get_context()
-    torch_trainer(_worker_loop, config, cpus_per_worker=space.resources.cpus_per_worker,
-                  storage_path=os.path.dirname(context.get_trial_dir()), name=f"{context.get_trial_id()}-train",
-                  callbacks=[TuneReportCallback()]).fit()
-
-
-# ------------------------------------------------------------------------------ driver-side MLflow
 def say(message: str) -> None:
     """The search's progress lines (a module function: Tune pickles the callback that holds it)."""
     print(message, flush=True)
 
 
+# ------------------------------------------------------------------------------------- what comes out
+@dataclass
+class SearchOptions:
+    tracking_uri: str
+    storage_path: str
+    resume: bool = False
+    num_samples: int | None = None
+    max_concurrent: int | None = None
+    seed: int | None = None
+    budget: str = "auto"  # auto | cpu | full
+    confirm_seeds: int | None = None  # overrides the space's search.confirm.seeds
+    confirm: bool = True  # False: no confirmation stage (--no-confirm)
+    optuna_storage: str | None = None
+    started_at: float = field(default_factory=time.perf_counter)  # the command's start: time_total_s runs from it
+
+
+@dataclass
+class TrialRecord:
+    """One Tune trial of either stage, as the answer needs it."""
+
+    trial_id: str
+    stage: str
+    family: str
+    params: dict[str, Any]
+    seed: int
+    config_key: str
+    best_objective: float | None
+    best_step: int
+    steps: int
+    status: str
+    checkpoint: str | None  # the trial's best model directory (a path, or a URI on remote storage)
+    test: dict[str, float] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class ConfirmedConfig:
+    """A configuration of the confirmation stage: its best objective at every seed, and how it compares."""
+
+    config_key: str
+    family: str
+    params: dict[str, Any]
+    is_published: bool
+    search_rank: int | None  # its rank among the search's configurations (None: the published point, unranked)
+    seeds: list[int]
+    values: list[float]
+    runs: list[TrialRecord]
+    summary: stats.Summary | None
+    diff_to_published: stats.PairedInterval | None = None
+
+
+@dataclass
+class SearchOutcome:
+    experiment: str
+    name: str
+    parent_run_id: str
+    budget: str
+    objective: str
+    baseline: dict[str, Any]
+    trials: list[TrialRecord]
+    confirmation: list[ConfirmedConfig]
+    winner: ConfirmedConfig | None
+    verdict: str
+    winner_test: dict[str, stats.Summary]
+    seed_noise_std: float | None
+    timings: dict[str, float]
+    best_checkpoint: str | None = None
+    model_version: str | None = None
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+class PhaseClock:
+    """Wall-clock seconds by phase, contiguous from the command's start: the phases add up to the total."""
+
+    def __init__(self, started_at: float):
+        self.started_at = self.mark = started_at
+        self.seconds: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def phase(self, name: str):
+        try:
+            yield
+        finally:
+            now = time.perf_counter()
+            self.seconds[f"time_{name}_s"] = self.seconds.get(f"time_{name}_s", 0.0) + now - self.mark
+            self.mark = now
+
+    def total(self) -> float:
+        return time.perf_counter() - self.started_at
+
+
+# ---------------------------------------------------------------------------------- driver-side MLflow
 def _make_callback_class():
     """The Tune callback that writes every trial to MLflow from the driver (built lazily: Ray imports late)."""
     from ray import tune
@@ -141,47 +167,56 @@ def _make_callback_class():
         def _run(self, trial) -> str:
             run_id = self.run_ids.get(trial.trial_id) or self.tracker.find_run(TRIAL_TAG, trial.trial_id)
             if run_id is None:
-                run_id = self.tracker.start_run(trial.trial_id, tags={TRIAL_TAG: trial.trial_id, STATUS_TAG: "running"},
-                                                parent_run_id=self.parent_run_id)
+                spec = TrialSpec.of(trial.config, self.space.base.seed)
+                run_id = self.tracker.start_run(
+                    trial.trial_id, parent_run_id=self.parent_run_id,
+                    tags={TRIAL_TAG: trial.trial_id, STATUS_TAG: "running", STAGE_TAG: spec.stage,
+                          SEED_TAG: spec.seed, KEY_TAG: self.space.config_key(spec.sampled)})
             self.run_ids[trial.trial_id] = run_id
             return run_id
 
         def on_trial_start(self, iteration, trials, trial, **info):
             run_id = self._run(trial)
+            if self.tracker.client.get_run(run_id).info.status == "FINISHED":
+                return  # recorded already: the trial only replays its result (raycse.trial.replayed_result)
             self.tracker.client.update_run(run_id, status="RUNNING")
-            config = self.space.trial_config(trial.config)
-            self.tracker.log_params(run_id, {"loss_family": self._family(trial.config), **training_params(config.to_dict())})
-
-        def _family(self, sampled: dict) -> str:
-            return sampled["loss"] if self.space.conditional else next(iter(self.space.families))
+            spec = TrialSpec.of(trial.config, self.space.base.seed)
+            config = self.space.trial_config(spec.sampled, spec.seed)
+            self.tracker.log_params(run_id, {"loss_family": self.space.family_of(spec.sampled),
+                                             **training_params(config.to_dict())})
 
         def on_trial_result(self, iteration, trials, trial, result, **info):
+            if result.get("replayed"):
+                return
             run_id = self._run(trial)
             if result.get("final"):
                 if result.get("diverged"):
                     self.log(f"trial {trial.trial_id}  diverged: {result.get('error')}")
-                self.tracker.log_metrics(run_id, {k: result[k] for k in FINAL_KEYS if k in result})
-                self.tracker.log_metrics(run_id, {"best_stsb_dev": result["best_stsb_dev"],
-                                                  "best_step": result["best_step"]})
-            else:
-                self.tracker.log_metrics(run_id, {k: result[k] for k in (METRIC, "train_loss", "sentences_per_s",
-                                                                       "best_stsb_dev") if k in result},
-                                         step=int(result["step"]))
-                self.log(f"trial {trial.trial_id}  {self._family(trial.config):<13} step {int(result['step']):>6}  "
-                         f"loss {result.get('train_loss', float('nan')):8.4f}  STS-B dev {result[METRIC]:6.2f}  "
-                         f"(best {result['best_stsb_dev']:6.2f})  {result.get('sentences_per_s', 0):8.1f} sentences/s")
+                self.tracker.log_metrics(run_id, {k: result[k] for k in (*FINAL_KEYS, *TIMING_KEYS, "best_objective",
+                                                                         "best_step") if k in result})
+                return
+            numbers = {k: v for k, v in result.items() if isinstance(v, (int, float)) and k in _STEP_METRICS(result)}
+            self.tracker.log_metrics(run_id, numbers, step=int(result["step"]))
+            spec = TrialSpec.of(trial.config, self.space.base.seed)
+            self.log(f"trial {trial.trial_id}  {spec.stage:<7} {self.space.family_of(spec.sampled):<13} "
+                     f"seed {spec.seed:<4} step {int(result['step']):>6}  loss {result.get('train_loss', math.nan):8.4f}  "
+                     f"objective {result[METRIC]:6.2f}  (best {result['best_objective']:6.2f})  "
+                     f"{result.get('sentences_per_s', 0):8.1f} sentences/s")
 
         def on_trial_complete(self, iteration, trials, trial, **info):
             run_id = self._run(trial)
             last = trial.last_result or {}
+            if last.get("replayed"):
+                return
+            checkpoint = getattr(trial, "checkpoint", None)
+            tags = {"raycse.steps": last.get("step", 0), "raycse.checkpoint": checkpoint.path if checkpoint else ""}
             if last.get("diverged"):
-                self.tracker.set_tags(run_id, {STATUS_TAG: "diverged", "raycse.error": last.get("error", ""),
-                                               "raycse.steps": last.get("step", 0)})
+                self.tracker.set_tags(run_id, {STATUS_TAG: "diverged", "raycse.error": last.get("error", ""), **tags})
                 self.tracker.end_run(run_id, "FAILED")
                 return
-            status = "finished" if last.get("final") else "stopped early (ASHA)"
-            self.log(f"trial {trial.trial_id}  {status}: best STS-B dev {last.get('best_stsb_dev', float('nan')):.2f}")
-            self.tracker.set_tags(run_id, {STATUS_TAG: status, "raycse.steps": last.get("step", 0)})
+            status = STATUSES["finished"] if last.get("final") else STATUSES["stopped"]
+            self.log(f"trial {trial.trial_id}  {status}: best objective {last.get('best_objective', math.nan):.2f}")
+            self.tracker.set_tags(run_id, {STATUS_TAG: status, **tags})
             self.tracker.end_run(run_id, "FINISHED")
 
         def on_trial_error(self, iteration, trials, trial, **info):
@@ -193,6 +228,12 @@ def _make_callback_class():
             self.tracker.end_run(run_id, "FAILED")
 
     return MlflowSearchCallback
+
+
+def _STEP_METRICS(result: dict) -> set[str]:
+    """The step-indexed metrics of an evaluation: the objective and its parts, the loss and its diagnostics."""
+    fixed = {METRIC, "best_objective", "train_loss", "sentences_per_s", "stsb_dev", "sickr_dev", "dev_file"}
+    return fixed | {k for k in result if k.startswith(("dclr_", "loss_"))}
 
 
 def _trial_error(trial) -> str:
@@ -207,137 +248,12 @@ def _trial_error(trial) -> str:
     return (error or (lines[-1] if lines else "trial failed (no error file)"))[:500]
 
 
-# -------------------------------------------------------------------------------------- the search
-@dataclass
-class SearchOptions:
-    tracking_uri: str
-    storage_path: str
-    resume: bool = False
-    num_samples: int | None = None
-    max_concurrent: int | None = None
-    seed: int | None = None
-    budget: str = "auto"  # auto | cpu | full
-    name: str | None = None
-
-
-@dataclass
-class TrialSummary:
-    trial_id: str
-    family: str
-    params: dict[str, Any]
-    best_stsb_dev: float | None
-    status: str
-    steps: int
-    checkpoint: str | None = None
-
-
-@dataclass
-class SearchSummary:
-    experiment: str
-    parent_run_id: str
-    budget: str
-    trials: list[TrialSummary]
-    best: TrialSummary | None
-    best_config: dict[str, Any] | None
-    best_test: dict[str, float] = field(default_factory=dict)
-    best_checkpoint: str | None = None
-    model_version: str | None = None
-    wall_seconds: float = 0.0
-
-
+# ------------------------------------------------------------------------------------------ the plan
 def experiment_dir_name(experiment: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", experiment).strip("-") or "raycse"
 
 
-def run_search(space: SearchSpace, options: SearchOptions, log=say) -> SearchSummary:
-    import ray
-    from ray import tune
-    from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
-    from ray.tune.search.optuna import OptunaSearch
-
-    import optuna
-
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
-    started = time.perf_counter()
-    if options.seed is not None:
-        space.seed = options.seed
-
-    name = options.name or experiment_dir_name(space.experiment)
-    storage_path = options.storage_path if "://" in options.storage_path else str(Path(options.storage_path).resolve())
-    experiment_path = f"{storage_path.rstrip('/')}/{name}"  # also an s3:// or gs:// URI on a cluster
-    exists = tune.Tuner.can_restore(experiment_path)
-    if options.resume and not exists:
-        raise ConfigError(f"--resume: no search to resume at {experiment_path!r}")
-    if not options.resume and exists:
-        raise ConfigError(f"a search already exists at {experiment_path!r}: pass --resume to continue it, "
-                          "or a new --storage-path / experiment name")
-
-    if not ray.is_initialized():
-        ray.init(address=os.environ.get("RAY_ADDRESS"), include_dashboard=False, log_to_driver=False,
-                 runtime_env={"env_vars": {"TOKENIZERS_PARALLELISM": "false",
-                                           "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "0")}})
-    budget = options.budget if options.budget != "auto" else _auto_budget(ray.cluster_resources())
-    if budget == "cpu":
-        space.apply_cpu_budget()
-        log(f"No GPU in the Ray cluster: using the CPU budget of {space.path} "
-            f"({space.num_samples} trials, batch {space.base.batch_size}, "
-            f"{space.base.max_steps or 'all'} steps, STS-B dev every {space.base.eval_steps} steps).")
-    if options.num_samples is not None:  # an explicit flag wins over the budget
-        space.num_samples = options.num_samples
-    if options.max_concurrent is not None:
-        space.max_concurrent = options.max_concurrent
-
-    tracker = Tracker(options.tracking_uri, space.experiment)
-    if options.resume:  # the parent run is found by the search's storage location, kept as a tag
-        parent_run_id = tracker.find_run(PATH_TAG, experiment_path)
-        if parent_run_id is None:
-            raise ConfigError(f"--resume: no MLflow parent run for {experiment_path!r} in {options.tracking_uri} "
-                              "(pass the --tracking-uri the search started with)")
-        killed = tracker.mark_orphans_killed(parent_run_id)
-        tracker.client.update_run(parent_run_id, status="RUNNING")
-        log(f"Resuming search {name!r} (MLflow parent run {parent_run_id}; {killed} orphaned trial run(s) marked KILLED).")
-    else:
-        parent_run_id = tracker.start_run(name, tags={SEARCH_TAG: name, PATH_TAG: experiment_path, "raycse.budget": budget})
-        tracker.log_artifact(parent_run_id, space.path)
-        tracker.log_params(parent_run_id, {"space_file": os.path.basename(space.path), "num_samples": space.num_samples,
-                                           "budget": budget, "seed": space.seed, "scheduler": space.scheduler["name"]})
-
-    trainable = tune.with_resources(tune.with_parameters(run_trial, space=space), _trial_resources(space))
-    if options.resume:
-        # finished and errored trials stay as they are; unfinished ones run again under their own trial ids.
-        # The restored run config brings back the pickled MLflow callback (it re-opens its client lazily).
-        tuner = tune.Tuner.restore(experiment_path, trainable=trainable, resume_unfinished=True,
-                                   resume_errored=False, restart_errored=False)
-    else:
-        callback = _make_callback_class()(options.tracking_uri, space.experiment, parent_run_id, space, log)
-        tuner = tune.Tuner(
-            trainable,
-            tune_config=tune.TuneConfig(
-                metric=METRIC, mode="max",
-                search_alg=OptunaSearch(space=space.define_by_run, metric=METRIC, mode="max",
-                                        points_to_evaluate=space.points_to_evaluate() or None,
-                                        sampler=optuna.samplers.TPESampler(seed=space.seed)),
-                scheduler=_scheduler(space, ASHAScheduler, FIFOScheduler),
-                num_samples=space.num_samples,
-                max_concurrent_trials=_max_concurrent(space, ray.cluster_resources()),
-            ),
-            run_config=tune.RunConfig(
-                name=name, storage_path=storage_path, callbacks=[callback], verbose=0,
-                checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
-                # a crashed trial (a killed worker, a lost node) is retried once; divergence is no crash
-                failure_config=tune.FailureConfig(max_failures=1),
-            ),
-        )
-    grid = tuner.fit()
-    summary = _summarise(space, grid, tracker, parent_run_id, budget, log)
-    summary.wall_seconds = time.perf_counter() - started
-    tracker.log_metrics(parent_run_id, {"wall_seconds": summary.wall_seconds})
-    tracker.end_run(parent_run_id, "FINISHED")
-    return summary
-
-
-def _auto_budget(cluster: dict) -> str:
+def auto_budget(cluster: dict) -> str:
     """'full' where there is a GPU to use, else the file's CPU budget.
 
     A cluster that autoscales GPU workers from zero shows no GPU until a trial asks for one, so a driver that
@@ -347,6 +263,28 @@ def _auto_budget(cluster: dict) -> str:
     if cluster.get("GPU", 0) > 0 or os.environ.get("RAY_ADDRESS"):
         return "full"
     return "cpu"
+
+
+def search_plan(space: SearchSpace, options: SearchOptions, budget: str) -> SearchSpace:
+    """The space the search runs: the budget applied, then the command line's overrides (flags win)."""
+    plan = space.with_cpu_budget() if budget == "cpu" else space
+    changes: dict[str, Any] = {}
+    for name in ("num_samples", "max_concurrent", "seed"):
+        if getattr(options, name) is not None:
+            changes[name] = getattr(options, name)
+    if not options.confirm:
+        changes["confirm"] = None
+    elif options.confirm_seeds is not None:
+        changes["confirm"] = dataclasses.replace(plan.confirm or Confirm(), seeds=options.confirm_seeds)
+    return dataclasses.replace(plan, **changes)
+
+
+def default_optuna_storage(tracking_uri: str) -> str:
+    """`optuna.db` beside a SQLite MLflow store, else in the working directory (absolute: trials run elsewhere)."""
+    folder = Path.cwd()
+    if tracking_uri.startswith("sqlite:///"):
+        folder = Path(tracking_uri[len("sqlite:///"):]).parent
+    return f"sqlite:///{(folder / 'optuna.db').resolve()}"
 
 
 def _trial_resources(space: SearchSpace):
@@ -373,73 +311,553 @@ def _max_concurrent(space: SearchSpace, cluster: dict) -> int:
     return max(1, min(fit, space.num_samples)) if fit > 0 else space.num_samples  # 0: the autoscaler will add nodes
 
 
-def _scheduler(space: SearchSpace, asha, fifo):
+def _scheduler(space: SearchSpace):
+    from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
+
     if space.scheduler["name"] == "fifo":
-        return fifo()
+        return FIFOScheduler()
     eval_steps = space.base.eval_steps
     # trials end on their own; max_t only caps ASHA's rungs (one past the last step keeps the final report)
     max_t = (space.base.max_steps or 10**7) + 1
-    return asha(time_attr="step", max_t=max_t, grace_period=int(space.scheduler["grace_evals"] * eval_steps),
-                reduction_factor=space.scheduler["reduction_factor"])
+    return ASHAScheduler(time_attr="step", max_t=max_t, grace_period=int(space.scheduler["grace_evals"] * eval_steps),
+                         reduction_factor=space.scheduler["reduction_factor"])
 
 
-def _last_checkpoint(result) -> str | None:
-    """The trial's best checkpoint: Tune's own (one worker) or the TorchTrainer's path it reported (several)."""
-    if result.checkpoint is not None:
-        return result.checkpoint.path
-    frame = result.metrics_dataframe
-    if frame is not None and "checkpoint_path" in frame:
-        paths = frame["checkpoint_path"].dropna()
-        return str(paths.iloc[-1]) if len(paths) else None
-    return None
+# ----------------------------------------------------------------------------------------- the search
+def run_search(space: SearchSpace, options: SearchOptions, log=say) -> SearchOutcome:
+    """Run (or resume) every stage of a search; the space given is left as it is."""
+    import optuna
+    import ray
+
+    from raycse.ray_runtime import start_ray
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # its reporter prints tables even at verbose=0
+    logging.getLogger("ray.tune").setLevel(logging.WARNING)
+    clock = PhaseClock(options.started_at)
+    with clock.phase("setup"):
+        name = experiment_dir_name(space.experiment)
+        storage = options.storage_path if "://" in options.storage_path else str(Path(options.storage_path).resolve())
+        search_path = f"{storage.rstrip('/')}/{name}"  # also an s3:// or gs:// URI on a cluster
+        _check_new_or_resume(search_path, options.resume)
+        start_ray()
+        cluster = ray.cluster_resources()
+        budget = options.budget if options.budget != "auto" else auto_budget(cluster)
+        plan = search_plan(space, options, budget)
+        if budget == "cpu":
+            log(f"No GPU in the Ray cluster: using the CPU budget of {space.path} "
+                f"({plan.num_samples} trials, batch {plan.base.batch_size}, {plan.base.max_steps or 'all'} steps, "
+                f"the objective every {plan.base.eval_steps} steps"
+                + (f"; confirmation: top {plan.confirm.top_k} + the published point, {plan.confirm.seeds} seeds)."
+                   if plan.confirm else ")."))
+        optuna_storage = options.optuna_storage or default_optuna_storage(options.tracking_uri)
+        tracker = Tracker(options.tracking_uri, space.experiment)
+        parent_run_id = _open_parent_run(tracker, plan, options, name, search_path, budget, optuna_storage, log)
+        baseline = _baseline(plan, tracker, parent_run_id, log)
+    context = TrialContext(options.tracking_uri, space.experiment)
+    runner = StageRunner(plan, options, context, storage, name, parent_run_id, cluster, log)
+    if _needs_stage0(plan):
+        with clock.phase("stage0"):
+            plan = runner.plan = dataclasses.replace(
+                plan, base=dataclasses.replace(plan.base, complementary=runner.complementary_model()))
+    with clock.phase("search"):
+        searched = runner.search_stage(optuna_storage, space.experiment)
+    with clock.phase("confirm"):
+        entries = _confirm_plan(plan, searched, tracker, parent_run_id)
+        confirmed_runs = runner.confirm_stage(entries) if plan.confirm else []
+        confirmation = _confirmation(plan, entries, searched, confirmed_runs)
+        winner = max((c for c in confirmation if c.summary), key=lambda c: c.summary.mean, default=None)
+    with clock.phase("test"):
+        winner_test = _winner_test(plan, winner, log) if winner else {}
+    with clock.phase("record"):
+        outcome = SearchOutcome(
+            experiment=space.experiment, name=name, parent_run_id=parent_run_id, budget=budget,
+            objective=plan.base.objective, baseline=baseline, trials=searched + confirmed_runs,
+            confirmation=confirmation, winner=winner, verdict=verdict(winner, confirmation, baseline, plan),
+            winner_test=winner_test,
+            seed_noise_std=stats.pooled_std([c.values for c in confirmation if len(c.values) > 1]),
+            timings={})
+        record(outcome, plan, tracker, optuna_storage, search_path, log)
+    outcome.timings = {**clock.seconds, **_trial_timings(outcome.trials, plan, cluster, clock.seconds)}
+    outcome.timings["time_total_s"] = clock.total()
+    return outcome
 
 
-def _summarise(space: SearchSpace, grid, tracker: Tracker, parent_run_id: str, budget: str, log) -> SearchSummary:
-    trials = []
+def finish(outcome: SearchOutcome, tracking_uri: str) -> None:
+    """After the answer is printed: the timings on the parent run, which then ends FINISHED."""
+    tracker = Tracker(tracking_uri, outcome.experiment)
+    tracker.log_metrics(outcome.parent_run_id, outcome.timings)
+    outcome.summary["timings"] = outcome.timings
+    tracker.log_dict(outcome.parent_run_id, outcome.summary, SUMMARY_FILE)
+    tracker.end_run(outcome.parent_run_id, "FINISHED")
+
+
+def _check_new_or_resume(search_path: str, resume: bool) -> None:
+    from ray import tune
+
+    exists = tune.Tuner.can_restore(search_path)
+    if resume and not exists:
+        raise ConfigError(f"--resume: no search to resume at {search_path!r}")
+    if not resume and exists:
+        raise ConfigError(f"a search already exists at {search_path!r}: pass --resume to continue it, "
+                          "or a new --storage-path / experiment name")
+
+
+def _open_parent_run(tracker: Tracker, plan: SearchSpace, options: SearchOptions, name: str, search_path: str,
+                     budget: str, optuna_storage: str, log) -> str:
+    if options.resume:  # the parent run is found by the search's storage location, kept as a tag
+        parent_run_id = tracker.find_run(PATH_TAG, search_path)
+        if parent_run_id is None:
+            raise ConfigError(f"--resume: no MLflow parent run for {search_path!r} in {options.tracking_uri} "
+                              "(pass the --tracking-uri the search started with)")
+        killed = tracker.mark_orphans_killed(parent_run_id)
+        tracker.client.update_run(parent_run_id, status="RUNNING")
+        log(f"Resuming search {name!r} (MLflow parent run {parent_run_id}; {killed} orphaned trial run(s) marked KILLED).")
+        return parent_run_id
+    _check_new_study(optuna_storage, plan.experiment)
+    parent_run_id = tracker.start_run(name, tags={SEARCH_TAG: name, PATH_TAG: search_path, "raycse.budget": budget})
+    tracker.log_artifact(parent_run_id, plan.path)
+    confirm = plan.confirm or Confirm(top_k=0, seeds=1)
+    tracker.log_params(parent_run_id, {
+        "space_file": os.path.basename(plan.path), "num_samples": plan.num_samples, "budget": budget,
+        "seed": plan.seed, "scheduler": plan.scheduler["name"], "objective": plan.base.objective,
+        "confirm_top_k": confirm.top_k, "confirm_seeds": confirm.seeds, "optuna_storage": optuna_storage,
+        "study_name": plan.experiment})
+    return parent_run_id
+
+
+def _check_new_study(optuna_storage: str, study_name: str) -> None:
+    import optuna
+
+    try:
+        names = optuna.get_all_study_names(storage=optuna_storage)
+    except Exception as err:  # Optuna raises several types for a bad URL or an unreadable file
+        raise ConfigError(f"--optuna-storage: cannot open {optuna_storage!r}: {str(err).splitlines()[0]}") from None
+    if study_name in names:
+        raise ConfigError(f"an Optuna study {study_name!r} already exists in {optuna_storage}: resume its search with "
+                          f"--resume, delete it (optuna delete-study --study-name {study_name} --storage "
+                          f"{optuna_storage}), or pass another --optuna-storage")
+
+
+# ------------------------------------------------------------------------------------------ baseline
+def _baseline_poolers(plan: SearchSpace) -> list[str]:
+    """The evaluation poolers the trials use: the fixed one, and every choice of a searched pooler."""
+    poolers = []
+    for family in plan.families.values():
+        choices = family.space["pooler"].choices if "pooler" in family.space else [plan.base.pooler]
+        for pooler in choices:
+            eval_pooler = dataclasses.replace(plan.base, pooler=pooler).poolers()[1]
+            if eval_pooler not in poolers:
+                poolers.append(eval_pooler)
+    return poolers
+
+
+def _baseline(plan: SearchSpace, tracker: Tracker, parent_run_id: str, log) -> dict[str, Any]:
+    """The untouched model's objective, scored once (a Ray task with a trial's resources); kept on resume."""
+    import ray
+
+    saved = tracker.client.get_run(parent_run_id).data.tags.get(BASELINE_TAG)
+    if saved:
+        return json.loads(saved)
+    poolers = _baseline_poolers(plan)
+    published = plan.published_sampled()
+    headline = (plan.trial_config(published) if published else plan.base).poolers()[1]
+    task = ray.remote(score_untouched).options(num_cpus=plan.resources.cpus_per_worker,
+                                              num_gpus=plan.resources.gpus_per_worker)
+    scores = ray.get(task.remote(plan.base, poolers))
+    baseline = {"objective": scores[headline]["objective"], "eval_pooler": headline, "by_pooler": scores}
+    log(f"baseline (the untouched model, pooler {headline}): objective {baseline['objective']:.2f}"
+        + "".join(f"; {p}: {s['objective']:.2f}" for p, s in scores.items() if p != headline))
+    tracker.log_metrics(parent_run_id, {"baseline_objective": baseline["objective"]})
+    tracker.set_tags(parent_run_id, {BASELINE_TAG: json.dumps(baseline)})
+    return baseline
+
+
+def score_untouched(base: TrainConfig, poolers: list[str]) -> dict[str, dict[str, float]]:
+    """The objective of the starting model, before any step, with each evaluation pooler."""
+    from raycse.evaluation import build_objective
+    from raycse.model import Encoder
+    from raycse.trainer import encode_fn, pick_device
+
+    objective = build_objective(base.objective, base.objective_columns)
+    encoder = Encoder.from_pretrained(base.model, trust_remote_code=base.trust_remote_code).to(pick_device())
+    return {pooler: objective(encode_fn(encoder, pooler)) for pooler in poolers}
+
+
+# --------------------------------------------------------------------------------------- the stages
+def _needs_stage0(plan: SearchSpace) -> bool:
+    from raycse.losses import build_loss
+
+    return plan.base.complementary is None and any(
+        build_loss(family.loss, family.reg).needs_complementary for family in plan.families.values())
+
+
+@dataclass
+class StageRunner:
+    """Runs the Tune experiments of a search: stage 0, the search, the confirmation; each resumable."""
+
+    plan: SearchSpace
+    options: SearchOptions
+    context: TrialContext
+    storage: str
+    name: str
+    parent_run_id: str
+    cluster: dict
+    log: Any
+
+    def _tuner(self, stage: str, tune_config, param_space: dict | None = None, fifo: bool = False):
+        """A new Tuner for `stage`, or the restored one when the stage's experiment exists (--resume)."""
+        from ray import tune
+
+        trainable = tune.with_resources(tune.with_parameters(run_trial, space=self.plan, context=self.context),
+                                        _trial_resources(self.plan))
+        name = self.name if stage == "search" else f"{self.name}-{stage}"
+        path = f"{self.storage.rstrip('/')}/{name}"
+        if tune.Tuner.can_restore(path):
+            # finished and errored trials stay as they are; unfinished ones continue from their last checkpoint.
+            # The restored run config brings back the pickled MLflow callback (it re-opens its client lazily).
+            return tune.Tuner.restore(path, trainable=trainable, resume_unfinished=True, resume_errored=False,
+                                      restart_errored=False, param_space=param_space)
+        callback = _make_callback_class()(self.options.tracking_uri, self.plan.experiment, self.parent_run_id,
+                                          self.plan, self.log)
+        return tune.Tuner(
+            trainable, param_space=param_space, tune_config=tune_config,
+            run_config=tune.RunConfig(
+                name=name, storage_path=self.storage, callbacks=[callback], verbose=0,
+                checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+                # a crashed trial (a killed worker, a lost node) is retried once, from its last checkpoint
+                failure_config=tune.FailureConfig(max_failures=1),
+            ))
+
+    def _fixed_trials(self, specs: list[TrialSpec]):
+        """A FIFO Tune config that runs exactly these trials (stage 0, the confirmation)."""
+        from ray import tune
+
+        return tune.TuneConfig(metric=METRIC, mode="max", num_samples=1, reuse_actors=True,
+                               max_concurrent_trials=_max_concurrent(
+                                   dataclasses.replace(self.plan, num_samples=len(specs)), self.cluster)), \
+            {"raycse_trial": tune.grid_search([spec.as_tune_config()["raycse_trial"] for spec in specs])}
+
+    def search_stage(self, optuna_storage: str, study_name: str) -> list[TrialRecord]:
+        import optuna
+        from ray import tune
+
+        from raycse.searcher import TaggedOptunaSearch
+
+        plan = self.plan
+        searcher = TaggedOptunaSearch(space=plan.define_by_run, metric=METRIC, mode="max",
+                                points_to_evaluate=plan.points_to_evaluate() or None,
+                                sampler=optuna.samplers.TPESampler(seed=plan.seed), study_name=study_name,
+                                storage=optuna.storages.RDBStorage(optuna_storage))
+        tune_config = tune.TuneConfig(metric=METRIC, mode="max", search_alg=searcher, scheduler=_scheduler(plan),
+                                      num_samples=plan.num_samples, reuse_actors=True,
+                                      max_concurrent_trials=_max_concurrent(plan, self.cluster))
+        return trial_records(self._tuner("search", tune_config).fit(), plan)
+
+    def confirm_stage(self, entries: list[dict]) -> list[TrialRecord]:
+        specs = [TrialSpec(entry["sampled"], seed, "confirm") for entry in entries for seed in entry["seeds_to_run"]]
+        if not specs:
+            return []
+        self.log(f"Confirmation: {len(specs)} run(s) of {len(entries)} configuration(s) over seeds "
+                 f"{sorted({s.seed for s in specs})}.")
+        tune_config, param_space = self._fixed_trials(specs)
+        return trial_records(self._tuner("confirm", tune_config, param_space).fit(), self.plan)
+
+    def complementary_model(self) -> str:
+        """Stage 0: DCLR's complementary model, one SimCSE training on the base recipe (reused on resume)."""
+        stage0 = dataclasses.replace(self.plan, families={"simcse": dataclasses.replace(
+            next(iter(self.plan.families.values())), loss="simcse", reg=None, space={}, published={})}, test_eval="none")
+        runner = dataclasses.replace(self, plan=stage0)
+        self.log("Stage 0: training the SimCSE model that DCLR trials use as their complementary model.")
+        tune_config, param_space = runner._fixed_trials([TrialSpec({}, stage0.base.seed, "stage0")])
+        records = trial_records(runner._tuner("stage0", tune_config, param_space).fit(), stage0)
+        if not records or records[0].checkpoint is None or records[0].status != STATUSES["finished"]:
+            raise RuntimeError("stage 0 (the SimCSE complementary model for DCLR) did not finish: see its MLflow run")
+        self.log(f"Stage 0: complementary model at {records[0].checkpoint} "
+                 f"(objective {records[0].best_objective:.2f}).")
+        return records[0].checkpoint
+
+
+def trial_records(grid, plan: SearchSpace) -> list[TrialRecord]:
+    """Every trial of a Tune run, from its last result (works the same after --resume)."""
+    records = []
     for result in grid:
-        trial_id = result.path.rstrip("/").split("/")[-1]
         metrics = result.metrics or {}
-        trial_id = metrics.get("trial_id", trial_id)
-        config = result.config or {}
-        family = config.get("loss") if space.conditional else next(iter(space.families))
-        params = dict(config.get(family, {})) if space.conditional else dict(config)
+        spec = TrialSpec.of(result.config or {}, plan.base.seed)
         status = ("failed" if result.error else "diverged" if metrics.get("diverged")
-                  else "finished" if metrics.get("final") else "stopped early (ASHA)")
-        checkpoint = _last_checkpoint(result)
-        best = metrics.get("best_stsb_dev")
-        trials.append(TrialSummary(trial_id, family, params, best if best is not None and math.isfinite(best) else None,
-                                   status, int(metrics.get("step", 0) or 0), checkpoint))
-    scored = [t for t in trials if t.best_stsb_dev is not None and t.checkpoint]
-    best = max(scored, key=lambda t: t.best_stsb_dev, default=None)
-    summary = SearchSummary(space.experiment, parent_run_id, budget, trials, best, None)
-    if best is None:
-        log("No trial produced a checkpoint.")
-        return summary
-    sampled = ({"loss": best.family, best.family: best.params} if space.conditional else best.params)
-    summary.best_config = space.trial_config(sampled).to_dict()
-    summary.best_checkpoint = best.checkpoint
-    best_result = next(r for r in grid if (r.metrics or {}).get("trial_id") == best.trial_id)
-    test = {k: best_result.metrics[k] for k in FINAL_KEYS if k in (best_result.metrics or {})}
-    if not test and space.test_eval == "best":
-        log("Scoring the best checkpoint on the seven STS test tasks ...")
-        test = _score_checkpoint(best.checkpoint, summary.best_config)
-        best_run = tracker.find_run(TRIAL_TAG, best.trial_id)
-        if best_run:
-            tracker.log_metrics(best_run, test)
-    summary.best_test = test
-    tracker.log_metrics(parent_run_id, {"best_stsb_dev": best.best_stsb_dev, **test})
-    tracker.log_params(parent_run_id, {f"best.{k}": v for k, v in training_params(summary.best_config).items()})
-    tracker.set_tags(parent_run_id, {"raycse.best_trial": best.trial_id, "raycse.best_checkpoint": best.checkpoint})
-    tracker.log_artifacts(parent_run_id, best.checkpoint, "best_checkpoint")
-    summary.model_version = tracker.register_model(parent_run_id, "best_checkpoint", space.experiment)
-    return summary
+                  else "finished" if metrics.get("final") else "stopped")
+        best = metrics.get("best_objective")
+        best = best if isinstance(best, (int, float)) and math.isfinite(best) else None
+        if status == "diverged":
+            best = WORST_OBJECTIVE
+        records.append(TrialRecord(
+            trial_id=metrics.get("trial_id") or result.path.rstrip("/").split("/")[-1], stage=spec.stage,
+            family=plan.family_of(spec.sampled) if spec.sampled or plan.conditional else next(iter(plan.families)),
+            params=plan.params_of(spec.sampled) if spec.sampled else {}, seed=spec.seed,
+            config_key=plan.config_key(spec.sampled), best_objective=best,
+            best_step=int(metrics.get("best_step", 0) or 0), steps=int(metrics.get("step", 0) or 0),
+            status=STATUSES[status], checkpoint=_best_dir(result),
+            test={k: metrics[k] for k in TEST_KEYS if k in metrics},
+            timings={k: float(metrics.get(k, 0.0)) for k in TIMING_KEYS}))
+    return sorted(records, key=lambda r: r.trial_id)
 
 
-def _score_checkpoint(path: str, config: dict) -> dict[str, float]:
+def _best_dir(result) -> str | None:
+    """The trial's best model: best/ inside its last Tune checkpoint (or the path a replayed result names)."""
+    if result.checkpoint is not None:
+        base = result.checkpoint.path
+    else:
+        base = (result.metrics or {}).get("checkpoint_path")
+        frame = result.metrics_dataframe
+        if not base and frame is not None and "checkpoint_path" in frame:  # a multi-worker trial's TorchTrainer
+            paths = frame["checkpoint_path"].dropna()
+            base = str(paths.iloc[-1]) if len(paths) else None
+    return f"{base.rstrip('/')}/best" if base else None
+
+
+# ------------------------------------------------------------------------------------- confirmation
+def _confirm_plan(plan: SearchSpace, searched: list[TrialRecord], tracker: Tracker, parent_run_id: str) -> list[dict]:
+    """Which configurations to confirm and which seeds each still needs; kept on the parent run for --resume.
+
+    The top-K configurations by search score and the published point; seeds base, base + 1, ...; a search run
+    that trained its full budget (finished) counts as the base seed's run of its configuration.
+    """
+    saved = tracker.client.get_run(parent_run_id).data.tags.get(PLAN_TAG)
+    if saved:
+        return json.loads(saved)
+    confirm = plan.confirm or Confirm(top_k=1, seeds=1)
+    seeds = [plan.base.seed + i for i in range(confirm.seeds)]
+    ranked: list[TrialRecord] = []
+    for record in sorted((r for r in searched if r.best_objective is not None and r.status != STATUSES["diverged"]),
+                         key=lambda r: (-r.best_objective, r.trial_id)):
+        if record.config_key not in {r.config_key for r in ranked}:
+            ranked.append(record)
+    chosen = [(record.config_key, plan.sampled_of(record.family, record.params), rank)
+              for rank, record in enumerate(ranked[:max(confirm.top_k, 1)], start=1)]
+    published = plan.published_sampled()
+    if published is not None and plan.config_key(published) not in {key for key, _, _ in chosen}:
+        chosen.append((plan.config_key(published), published, None))
+    entries = []
+    for key, sampled, rank in chosen:
+        finished = {r.seed for r in searched if r.config_key == key and r.status == STATUSES["finished"]}
+        entries.append({"config_key": key, "sampled": sampled, "search_rank": rank,
+                        "is_published": published is not None and key == plan.config_key(published),
+                        "seeds": seeds, "seeds_to_run": [s for s in seeds if s not in finished]
+                        if plan.confirm else []})
+    tracker.set_tags(parent_run_id, {PLAN_TAG: json.dumps(entries)})
+    return entries
+
+
+def _confirmation(plan: SearchSpace, entries: list[dict], searched: list[TrialRecord],
+                  confirmed: list[TrialRecord]) -> list[ConfirmedConfig]:
+    """Each confirmed configuration's values over seeds, and its paired difference to the published point."""
+    runs_of = {}
+    for record in [r for r in searched if r.status == STATUSES["finished"]] + confirmed:
+        runs_of.setdefault((record.config_key, record.seed), record)
+    configs = []
+    for entry in entries:
+        seeds, values, runs = [], [], []
+        seeds_wanted = entry["seeds"] if plan.confirm else [plan.base.seed]
+        for seed in seeds_wanted:
+            run = runs_of.get((entry["config_key"], seed))
+            if run is None and not plan.confirm:  # no confirmation: the search run itself, finished or not
+                run = next((r for r in searched if r.config_key == entry["config_key"]), None)
+            if run is not None and run.best_objective is not None:
+                seeds.append(seed)
+                values.append(run.best_objective)
+                runs.append(run)
+        sampled = entry["sampled"]
+        configs.append(ConfirmedConfig(
+            config_key=entry["config_key"], family=plan.family_of(sampled), params=plan.params_of(sampled),
+            is_published=entry["is_published"], search_rank=entry["search_rank"], seeds=seeds, values=values,
+            runs=runs, summary=stats.summarise(values) if values else None))
+    published = next((c for c in configs if c.is_published), None)
+    if published is not None:
+        for config in configs:
+            if config is published:
+                continue
+            common = [s for s in config.seeds if s in published.seeds]
+            if common:
+                config.diff_to_published = stats.paired_interval(
+                    [config.values[config.seeds.index(s)] for s in common],
+                    [published.values[published.seeds.index(s)] for s in common])
+    return configs
+
+
+def verdict(winner: ConfirmedConfig | None, confirmation: list[ConfirmedConfig], baseline: dict,
+            plan: SearchSpace) -> str:
+    """The answer in words: the winner against the published point and against the untouched model."""
+    if winner is None:
+        return "No configuration produced a score: see the failed trials."
+    mean = winner.summary.mean
+    over = (f"over {winner.summary.n} seed{'s' if winner.summary.n > 1 else ''}" if plan.confirm
+            else "from a single seed (no confirmation stage: a difference below ~2 points can be seed noise)")
+    parts = []
+    if winner.is_published:
+        parts.append(f"The published point is the best configuration (mean {mean:.2f} {over}); no searched "
+                     "configuration beat it.")
+    elif winner.diff_to_published is None:
+        parts.append(f"The winner scores a mean of {mean:.2f} {over}; the published point has no score to compare.")
+    else:
+        diff = winner.diff_to_published
+        if diff.low is None:
+            parts.append(f"The winner scores {mean:.2f} {over}, {diff.mean:+.2f} against the published point on the "
+                         "same seed; with one seed there is no interval, so it is not distinguishable from the "
+                         "published point at this budget.")
+        elif diff.covers_zero:
+            parts.append(f"The winner (mean {mean:.2f} {over}) is not distinguishable from the published point at "
+                         f"this budget: paired difference {diff.mean:+.2f}, 95% interval [{diff.low:+.2f}, "
+                         f"{diff.high:+.2f}] covers 0.")
+        else:
+            better = "beats" if diff.mean > 0 else "falls below"
+            parts.append(f"The winner (mean {mean:.2f} {over}) {better} the published point: paired difference "
+                         f"{diff.mean:+.2f}, 95% interval [{diff.low:+.2f}, {diff.high:+.2f}].")
+    base = baseline.get("objective")
+    if base is not None:
+        # The untouched model has no seed: its score is a constant, so the winner's own interval decides.
+        low = None
+        if winner.summary.std is not None:
+            low = mean - stats.t_quantile(winner.summary.n) * winner.summary.std / math.sqrt(winner.summary.n)
+        if mean > base and (low is None or low > base):
+            parts.append(f"It is {mean - base:+.2f} above the untouched model ({base:.2f})"
+                         + (f", beyond its seed spread (95% interval of its mean from {low:.2f})." if low else "."))
+        elif mean > base:
+            parts.append(f"It is {mean - base:+.2f} above the untouched model ({base:.2f}), within its seed spread "
+                         f"(95% interval of its mean from {low:.2f}): training may not have helped at this budget.")
+        else:
+            parts.append(f"No configuration beats the untouched model ({base:.2f}): training did not help at this "
+                         "budget. The registered model is the winner's best checkpoint, not the untouched model.")
+    return " ".join(parts)
+
+
+# --------------------------------------------------------------------------------------------- test
+def _winner_test(plan: SearchSpace, winner: ConfirmedConfig, log) -> dict[str, stats.Summary]:
+    """The winner's seven test tasks over its seeds: from its trials, else scored now (parallel Ray tasks)."""
+    import ray
+
+    missing = [run for run in winner.runs if not run.test and run.checkpoint]
+    if missing and plan.test_eval != "none":
+        log(f"Scoring the winner's {len(missing)} checkpoint(s) on the seven STS test tasks ...")
+        task = ray.remote(score_checkpoint).options(num_cpus=plan.resources.cpus_per_worker,
+                                                   num_gpus=plan.resources.gpus_per_worker)
+        eval_pooler = plan.trial_config(plan.sampled_of(winner.family, winner.params)).poolers()[1]
+        for run, figures in zip(missing, ray.get([task.remote(run.checkpoint, eval_pooler) for run in missing])):
+            run.test = figures
+    scored = [run.test for run in winner.runs if run.test]
+    if not scored:
+        return {}
+    return {key: stats.summarise([figures[key] for figures in scored]) for key in TEST_KEYS
+            if all(key in figures for figures in scored)}
+
+
+def score_checkpoint(path: str, eval_pooler: str) -> dict[str, float]:
+    """A saved best checkpoint's seven test tasks (and SICK-R dev, alignment, uniformity)."""
     from raycse.evaluation import evaluate_encoder
     from raycse.model import Encoder
+    from raycse.trainer import encode_fn, pick_device
 
-    pooler = TrainConfig(**config).resolved_eval_pooler
-    encoder = Encoder.from_pretrained(path, pooler=pooler)
-    results = evaluate_encoder(lambda s: encoder.encode(s, batch_size=128, pooler=pooler), tasks="all")
+    with _local_copy(path) as local:
+        encoder = Encoder.from_pretrained(local, pooler=eval_pooler).to(pick_device())
+        results = evaluate_encoder(encode_fn(encoder, eval_pooler), tasks="all")
     return {k: results[k] for k in FINAL_KEYS if k in results}
+
+
+@contextlib.contextmanager
+def _local_copy(path: str):
+    """A local directory with the contents of `path` (itself when local; downloaded from s3:// and the like)."""
+    if "://" not in path:
+        yield path
+        return
+    from ray.train import Checkpoint
+
+    with Checkpoint(path).as_directory() as local:
+        yield local
+
+
+# ------------------------------------------------------------------------------------------- record
+def record(outcome: SearchOutcome, plan: SearchSpace, tracker: Tracker, optuna_storage: str, search_path: str,
+           log) -> None:
+    """The answer into MLflow: the winner's figures and checkpoint on the parent run, the registered model, and
+    search_summary.json (the report page is built from it)."""
+    parent = outcome.parent_run_id
+    winner = outcome.winner
+    if winner is not None:
+        best_run = max(winner.runs, key=lambda r: r.best_objective)
+        outcome.best_checkpoint = best_run.checkpoint
+        tracker.log_metrics(parent, {"best_objective": winner.summary.mean,
+                                     **({"best_objective_std": winner.summary.std} if winner.summary.std else {}),
+                                     **{k: s.mean for k, s in outcome.winner_test.items()}})
+        config = plan.trial_config(plan.sampled_of(winner.family, winner.params))
+        tracker.log_params(parent, {f"best.{k}": v for k, v in training_params(config.to_dict()).items()})
+        tracker.set_tags(parent, {"raycse.best_trial": best_run.trial_id,
+                                  "raycse.best_checkpoint": best_run.checkpoint or ""})
+        if best_run.checkpoint:
+            with _local_copy(best_run.checkpoint) as local:
+                tracker.log_artifacts(parent, local, "best_checkpoint")
+            outcome.model_version = tracker.register_model(parent, "best_checkpoint", outcome.experiment)
+    outcome.summary = search_summary(outcome, plan, optuna_storage)
+    tracker.log_dict(parent, outcome.summary, SUMMARY_FILE)
+    try:
+        from raycse.report import log_report, write_report
+
+        report = write_report(tracker.tracking_uri, outcome.experiment, Path("report"), optuna_storage)
+        log_report(tracker.tracking_uri, parent, report.html_path)
+        outcome.summary["report"] = str(report.html_path)
+    except Exception as err:  # a report is a view of the results, never a reason to lose them
+        log(f"The report page could not be written: {type(err).__name__}: {err}")
+
+
+def search_summary(outcome: SearchOutcome, plan: SearchSpace, optuna_storage: str) -> dict[str, Any]:
+    """The JSON every view of a search reads (docs/search_outputs.md gives its fields)."""
+    def summary_dict(summary: stats.Summary | None) -> dict | None:
+        return None if summary is None else dataclasses.asdict(summary)
+
+    from raycse.evaluation import build_objective
+
+    def point(sampled: dict | None) -> dict | None:
+        return None if sampled is None else {"family": plan.family_of(sampled), "params": plan.params_of(sampled),
+                                             "config_key": plan.config_key(sampled)}
+
+    winner = outcome.winner
+    paper_family = winner.family if winner else next(iter(plan.families))
+    family_paper = plan.paper.get(paper_family, {})
+    return {
+        "experiment": outcome.experiment, "space_file": os.path.basename(plan.path), "objective": plan.base.objective,
+        "objective_description": build_objective(plan.base.objective, plan.base.objective_columns).description,
+        "budget": outcome.budget, "model": plan.base.model, "study_name": plan.experiment,
+        "optuna_storage": optuna_storage, "baseline": outcome.baseline,
+        "published": point(plan.published_sampled()),
+        "published_by_family": {name: point(plan.published_sampled(name)) for name in plan.families
+                                if plan.families[name].published},
+        "searched_params": {name: list(family.space) for name, family in plan.families.items()},
+        "trials": [dataclasses.asdict(r) for r in outcome.trials],
+        "confirmation": [{
+            "config_key": c.config_key, "family": c.family, "params": c.params, "is_published": c.is_published,
+            "search_rank": c.search_rank, "seeds": c.seeds, "values": c.values,
+            **(summary_dict(c.summary) or {"mean": None, "std": None, "n": 0}),
+            "diff_to_published": None if c.diff_to_published is None else dataclasses.asdict(c.diff_to_published),
+        } for c in outcome.confirmation],
+        "winner": None if winner is None else {
+            "config_key": winner.config_key, "family": winner.family, "params": winner.params,
+            **summary_dict(winner.summary), "is_published": winner.is_published,
+            "distinguishable_from_published": bool(winner.diff_to_published and not winner.diff_to_published.covers_zero),
+            "beats_baseline": winner.summary.mean > outcome.baseline.get("objective", math.inf),
+            "sentence": outcome.verdict},
+        "winner_test": {k: summary_dict(s) for k, s in outcome.winner_test.items()},
+        "paper": {"family": paper_family, "label": f"{paper_family} (paper, BERT-base, reported)",
+                  "figures": family_paper} if family_paper else None,
+        "seed_noise_std": outcome.seed_noise_std,
+        "best_checkpoint": outcome.best_checkpoint,
+        "registered_model": {"name": outcome.experiment, "version": outcome.model_version},
+    }
+
+
+def _trial_timings(trials: list[TrialRecord], plan: SearchSpace, cluster: dict, phases: dict) -> dict[str, float]:
+    """Sums over every trial, and how busy the concurrent trial slots were with training and evaluating."""
+    sums = {key: sum(t.timings.get(key, 0.0) for t in trials) for key in TIMING_KEYS}
+    slots = _max_concurrent(plan, cluster)
+    busy_window = (phases.get("time_search_s", 0.0) + phases.get("time_confirm_s", 0.0)) * slots
+    sums["slot_utilisation"] = (sums["trial_train_s"] + sums["trial_eval_s"]) / busy_window if busy_window else 0.0
+    sums["concurrent_slots"] = float(slots)
+    return sums

@@ -8,8 +8,8 @@ naming the file and the key.
 """
 from __future__ import annotations
 
-import copy
 import dataclasses
+import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,17 +17,18 @@ from typing import Any
 
 import yaml
 
-from raycse.config import TrainConfig
+from raycse.config import TrainConfig, check_int, check_number, searchable_settings
 from raycse.errors import ConfigError
 
 DISTRIBUTIONS = ("uniform", "loguniform", "int", "categorical")
-TRAIN_SEARCHABLE = ("lr", "batch_size", "weight_decay", "max_len")  # training settings a space may search
-TOP_KEYS = {"experiment", "description", "model", "corpus", "loss", "reg", "train", "space", "published",
+TRAIN_SEARCHABLE = searchable_settings()  # training settings a space may search (lr, batch_size, pooler, ...)
+TOP_KEYS = {"experiment", "description", "model", "corpus", "objective", "loss", "reg", "train", "space", "published",
             "families", "search", "resources", "cpu_budget", "paper"}
-SEARCH_KEYS = {"num_samples", "max_concurrent", "seed", "scheduler", "test_eval"}
+SEARCH_KEYS = {"num_samples", "max_concurrent", "seed", "scheduler", "test_eval", "confirm"}
 SCHEDULER_KEYS = {"name", "grace_evals", "reduction_factor"}
 RESOURCE_KEYS = {"workers", "gpus_per_worker", "cpus_per_worker"}
-BUDGET_KEYS = {"num_samples", "train", "resources", "test_eval", "max_concurrent", "scheduler"}
+CONFIRM_KEYS = {"top_k", "seeds"}
+BUDGET_KEYS = {"num_samples", "train", "resources", "test_eval", "max_concurrent", "scheduler", "confirm", "space"}
 TEST_EVAL = ("all", "best", "none")
 
 
@@ -49,6 +50,18 @@ class Distribution:
     def extremes(self) -> list:
         return list(self.choices) if self.kind == "categorical" else [self.low, self.high]
 
+    def contains(self, value) -> bool:
+        if self.kind == "categorical":
+            return value in self.choices
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return False
+        return self.low <= value <= self.high and (self.kind != "int" or value == int(value))
+
+    def describe(self) -> str:
+        if self.kind == "categorical":
+            return f"one of {self.choices}"
+        return f"in [{self.low:g}, {self.high:g}]" + (" (integers)" if self.kind == "int" else "")
+
 
 @dataclass
 class Family:
@@ -68,6 +81,35 @@ class Resources:
 
 
 @dataclass
+class Confirm:
+    """The confirmation stage: the `top_k` best configurations of the search, plus the published point, are
+    trained again until each has `seeds` seeds (a finished search run counts as the first)."""
+
+    top_k: int = 3
+    seeds: int = 3
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    """What one Tune trial runs: the sampled values (as the search algorithm gives them), a seed and a stage."""
+
+    sampled: dict
+    seed: int
+    stage: str  # "search" | "confirm"
+
+    @classmethod
+    def of(cls, tune_config: dict, base_seed: int) -> "TrialSpec":
+        """Search-stage trials carry only the sampled values; confirmation trials carry a `raycse_trial` dict."""
+        spec = tune_config.get("raycse_trial")
+        if spec is None:
+            return cls(dict(tune_config), base_seed, "search")
+        return cls(dict(spec["sampled"]), int(spec["seed"]), spec["stage"])
+
+    def as_tune_config(self) -> dict:
+        return {"raycse_trial": {"sampled": self.sampled, "seed": self.seed, "stage": self.stage}}
+
+
+@dataclass
 class SearchSpace:
     path: str
     experiment: str
@@ -80,12 +122,33 @@ class SearchSpace:
     test_eval: str = "all"
     resources: Resources = field(default_factory=Resources)
     cpu_budget: dict[str, Any] | None = None
-    paper: dict[str, dict[str, float]] = field(default_factory=dict)  # the papers' reported rows, by family
-    budget: str = "full"                   # "cpu" once apply_cpu_budget() ran
+    paper: dict[str, dict[str, dict]] = field(default_factory=dict)  # reported rows by family: {task: {mean, std}}
+    confirm: Confirm | None = field(default_factory=Confirm)  # None: no confirmation stage
+    budget: str = "full"                   # "cpu" for the space `with_cpu_budget()` returns
 
     @property
     def conditional(self) -> bool:
         return len(self.families) > 1
+
+    def family_of(self, sampled: dict) -> str:
+        """The family a sampled configuration belongs to (the only family of a single-loss space)."""
+        return sampled["loss"] if self.conditional else next(iter(self.families))
+
+    def params_of(self, sampled: dict) -> dict:
+        """The sampled values of a configuration without the family nesting of conditional spaces."""
+        return dict(sampled.get(sampled["loss"], {})) if self.conditional else dict(sampled)
+
+    def sampled_of(self, family: str, params: dict) -> dict:
+        """The inverse of `family_of` / `params_of`: the configuration as the search algorithm samples it."""
+        return {"loss": family, family: dict(params)} if self.conditional else dict(params)
+
+    def published_sampled(self, family: str | None = None) -> dict | None:
+        """The published point of `family` (the first family with one if None), as sampled values."""
+        names = [family] if family else list(self.families)
+        for name in names:
+            if self.families[name].published:
+                return self.sampled_of(name, self.families[name].published)
+        return None
 
     def define_by_run(self, trial) -> None:
         """Optuna define-by-run: the family first (conditional files), then that family's parameters."""
@@ -105,32 +168,55 @@ class SearchSpace:
         return [{"loss": name, **{f"{name}/{k}": v for k, v in fam.published.items()}}
                 for name, fam in self.families.items()]
 
-    def trial_config(self, sampled: dict[str, Any]) -> TrainConfig:
-        """The TrainConfig of one trial: the fixed settings with the sampled values put in place."""
-        if self.conditional:
-            name = sampled["loss"]
-            values = dict(sampled.get(name, {}))
-        else:
-            name, values = next(iter(self.families)), dict(sampled)
+    def trial_config(self, sampled: dict[str, Any], seed: int | None = None) -> TrainConfig:
+        """The TrainConfig of one trial: the fixed settings with the sampled values (and seed) put in place."""
+        name = self.family_of(sampled)
+        values = self.params_of(sampled)
         family = self.families[name]
         train_values = {k: values.pop(k) for k in list(values) if k in TRAIN_SEARCHABLE}
+        if seed is not None:
+            train_values["seed"] = seed
         hparams = {**self.base.hparams, **values}
         return dataclasses.replace(self.base, loss=family.loss, reg=family.reg, hparams=hparams, **train_values)
 
-    def apply_cpu_budget(self) -> None:
-        """No GPU: replace the settings the file's cpu_budget names (fewer, shorter trials)."""
+    def config_key(self, sampled: dict[str, Any]) -> str:
+        """A stable name for a configuration (seed excluded): runs with the same key differ only in their seed."""
+        family = self.family_of(sampled)
+        params = self.params_of(sampled)
+        return json.dumps({"family": family, **{k: params[k] for k in sorted(params)}}, sort_keys=False,
+                          separators=(",", ":"))
+
+    def with_cpu_budget(self) -> "SearchSpace":
+        """No GPU: a copy with the settings the file's cpu_budget names replaced (fewer, shorter trials)."""
         if not self.cpu_budget:
-            return
+            return dataclasses.replace(self, budget="cpu")
         budget = self.cpu_budget
-        self.num_samples = budget.get("num_samples", self.num_samples)
-        self.max_concurrent = budget.get("max_concurrent", self.max_concurrent)
-        self.test_eval = budget.get("test_eval", self.test_eval)
-        self.scheduler = {**self.scheduler, **budget.get("scheduler", {})}
-        if "train" in budget:
-            self.base = dataclasses.replace(self.base, **budget["train"])
-        if "resources" in budget:
-            self.resources = dataclasses.replace(self.resources, **budget["resources"])
-        self.budget = "cpu"
+        families = self.families
+        if "space" in budget:  # distributions replaced, or removed with null, in every family that searches them
+            families = {name: _override_space(family, budget["space"]) for name, family in self.families.items()}
+        confirm = self.confirm
+        if "confirm" in budget:
+            confirm = None if budget["confirm"] is None else dataclasses.replace(confirm or Confirm(),
+                                                                                 **budget["confirm"])
+        return dataclasses.replace(
+            self,
+            num_samples=budget.get("num_samples", self.num_samples),
+            max_concurrent=budget.get("max_concurrent", self.max_concurrent),
+            test_eval=budget.get("test_eval", self.test_eval),
+            scheduler={**self.scheduler, **budget.get("scheduler", {})},
+            base=dataclasses.replace(self.base, **budget.get("train", {})),
+            resources=dataclasses.replace(self.resources, **budget.get("resources", {})),
+            families=families,
+            confirm=confirm,
+            budget="cpu",
+        )
+
+
+def _override_space(family: Family, overrides: dict[str, Distribution | None]) -> Family:
+    space = {k: v for k, v in family.space.items() if overrides.get(k, v) is not None}
+    space.update({k: v for k, v in overrides.items() if v is not None and k in family.space})
+    published = {k: v for k, v in family.published.items() if k in space}
+    return dataclasses.replace(family, space=space, published=published)
 
 
 # ------------------------------------------------------------------------------------------ loading
@@ -156,7 +242,7 @@ def load_space(path: str | Path) -> SearchSpace:
 def parse_space(raw: dict, where: str) -> SearchSpace:
     _no_unknown(raw, TOP_KEYS, where, "")
     train = _mapping(raw.get("train", {}), where, "train")
-    for key in ("model", "corpus"):
+    for key in ("model", "corpus", "objective"):
         if key in raw:
             train[key] = raw[key]
     base = TrainConfig.from_dict(train, where=f"{where}: train") if train else TrainConfig()
@@ -178,6 +264,12 @@ def parse_space(raw: dict, where: str) -> SearchSpace:
                     where, "cpu_budget.resources.")
         _no_unknown(_mapping(budget.get("scheduler", {}), where, "cpu_budget.scheduler"), SCHEDULER_KEYS,
                     where, "cpu_budget.scheduler.")
+        if budget.get("confirm") is not None:
+            budget["confirm"] = dataclasses.asdict(_confirm(budget["confirm"], where, "cpu_budget.confirm"))
+        if "space" in budget:
+            budget["space"] = {str(k): None if v is None else _distribution(v, where, f"cpu_budget.space.{k}")
+                               for k, v in _mapping(budget["space"], where, "cpu_budget.space").items()}
+    confirm = search.get("confirm", {})
     space = SearchSpace(
         path=where,
         experiment=str(raw.get("experiment") or f"raycse-{Path(where).stem}"),
@@ -190,14 +282,46 @@ def parse_space(raw: dict, where: str) -> SearchSpace:
         test_eval=search.get("test_eval", "all"),
         resources=Resources(**resources),
         cpu_budget=budget,
-        paper=_mapping(raw.get("paper", {}), where, "paper"),
+        paper=_paper(raw.get("paper", {}), where),
+        confirm=None if confirm is None else _confirm(confirm, where, "search.confirm"),
     )
     validate_space(space)
     if budget:  # the budget must be valid too, checked now rather than on a GPU-less machine later
-        cpu = copy.deepcopy(space)
-        cpu.apply_cpu_budget()
-        validate_space(cpu, prefix="cpu_budget: ")
+        validate_space(space.with_cpu_budget(), prefix="cpu_budget: ")
     return space
+
+
+def _confirm(raw, where: str, key: str) -> Confirm:
+    """`{top_k, seeds}`; seeds counts the search run, so 1 seed means no retraining."""
+    values = _mapping(raw, where, key)
+    _no_unknown(values, CONFIRM_KEYS, where, f"{key}.")
+    confirm = Confirm(**values)
+    try:
+        check_int("top_k", confirm.top_k, low=0)
+        check_int("seeds", confirm.seeds, low=1)
+    except ConfigError as err:
+        raise ConfigError(f"{where}: {key}.{err}") from None
+    return confirm
+
+
+def _paper(raw, where: str) -> dict[str, dict[str, dict]]:
+    """The papers' rows by family: each task a number, or [mean, std] where the paper prints mean ± std."""
+    rows = {}
+    for family, row in _mapping(raw, where, "paper").items():
+        figures = {}
+        for task, value in _mapping(row, where, f"paper.{family}").items():
+            key = f"paper.{family}.{task}"
+            pair = value if isinstance(value, list) else [value]
+            if len(pair) not in (1, 2):
+                raise ConfigError(f"{where}: {key}: a number or [mean, std], got {value!r}")
+            try:
+                figures[str(task)] = {"mean": check_number(key, pair[0])}
+                if len(pair) == 2:
+                    figures[str(task)]["std"] = check_number(key, pair[1], low=0.0)
+            except ConfigError as err:
+                raise ConfigError(f"{where}: {err}") from None
+        rows[str(family)] = figures
+    return rows
 
 
 def _parse_families(raw: dict, where: str) -> dict[str, Family]:
@@ -245,6 +369,9 @@ def _family(loss, reg, space, published, where: str, prefix: str) -> Family:
     for param, value in published.items():
         if param not in dists:
             raise ConfigError(f"{where}: {prefix}published.{param}: not a searched parameter (searched: {', '.join(dists) or 'none'})")
+        if not dists[param].contains(value):
+            raise ConfigError(f"{where}: {prefix}published.{param}: {value!r} lies outside its searched range "
+                              f"({dists[param].describe()})")
     return Family(loss=str(loss), reg=reg, space=dists, published=published)
 
 
@@ -276,26 +403,27 @@ def _distribution(spec, where: str, key: str) -> Distribution:
 def validate_space(space: SearchSpace, prefix: str = "") -> None:
     """Every corner of every family's space must give a valid training (ranges checked by the registry)."""
     where = space.path
-    for name, value in (("search.num_samples", space.num_samples), ("resources.workers", space.resources.workers)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ConfigError(f"{where}: {prefix}{name}: must be an integer >= 1, got {value!r}")
-    if space.max_concurrent is not None and (not isinstance(space.max_concurrent, int) or space.max_concurrent < 1):
-        raise ConfigError(f"{where}: {prefix}search.max_concurrent: must be an integer >= 1, got {space.max_concurrent!r}")
-    if not isinstance(space.seed, int) or isinstance(space.seed, bool):
-        raise ConfigError(f"{where}: {prefix}search.seed: must be an integer, got {space.seed!r}")
+
+    def check(key: str, checker, *args, **kwargs) -> None:
+        try:
+            checker(key, *args, **kwargs)
+        except ConfigError as err:
+            raise ConfigError(f"{where}: {prefix}{err}") from None
+
+    check("search.num_samples", check_int, space.num_samples, low=1)
+    check("resources.workers", check_int, space.resources.workers, low=1)
+    if space.max_concurrent is not None:
+        check("search.max_concurrent", check_int, space.max_concurrent, low=1)
+    check("search.seed", check_int, space.seed)
     if space.test_eval not in TEST_EVAL:
         raise ConfigError(f"{where}: {prefix}search.test_eval: {space.test_eval!r} is not one of {', '.join(TEST_EVAL)}")
     sched = space.scheduler
     if sched.get("name") not in ("asha", "fifo"):
         raise ConfigError(f"{where}: {prefix}search.scheduler.name: {sched.get('name')!r} is not one of asha, fifo")
-    for key, low in (("grace_evals", 1), ("reduction_factor", 2)):
-        value = sched.get(key)
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or value < low:
-            raise ConfigError(f"{where}: {prefix}search.scheduler.{key}: must be a number >= {low}, got {value!r}")
-    for key in ("gpus_per_worker", "cpus_per_worker"):
-        value = getattr(space.resources, key)
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
-            raise ConfigError(f"{where}: {prefix}resources.{key}: must be a number >= 0, got {value!r}")
+    check("search.scheduler.grace_evals", check_number, sched.get("grace_evals"), low=1)
+    check("search.scheduler.reduction_factor", check_number, sched.get("reduction_factor"), low=2)
+    check("resources.gpus_per_worker", check_number, space.resources.gpus_per_worker, low=0)
+    check("resources.cpus_per_worker", check_number, space.resources.cpus_per_worker, low=0)
     for family_name, family in space.families.items():
         corners = [{}] + [{param: value} for param, dist in family.space.items() for value in dist.extremes()]
         corners.append(dict(family.published))

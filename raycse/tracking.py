@@ -1,13 +1,18 @@
 """MLflow: one run per training, or a parent run per search with one child run per trial.
 
 Everything goes through an explicit `MlflowClient` and run ids (no global "active run"), so the search
-driver can write every trial's run from one process, one thread: SQLite is never written concurrently.
+driver can write every trial's run from one process, one thread. Two searches (or a search and the MLflow UI)
+may still share one SQLite store: SQLite then answers "database is locked" when a write meets another's
+transaction beyond MLflow's busy timeout, and every call here retries such errors with backoff.
 Parameters are logged under the papers' names (tau, m, lambda, tau_dcl, phi, k, ...).
 """
 from __future__ import annotations
 
+import functools
 import math
 import os
+import random
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +23,22 @@ TRIAL_TAG = "raycse.trial_id"
 SEARCH_TAG = "raycse.search"
 STATUS_TAG = "raycse.status"
 SECRET_MARKERS = ("password", "secret", "token", "key", "credential")
+LOCK_RETRIES = 8  # attempts beyond the first for a call that met a locked SQLite database (~1 minute in all)
+_LOCKED = ("database is locked", "database table is locked", "sqlite3.OperationalError) unable to open")
+
+
+def retry_when_locked(call):
+    """Retry `call` with jittered exponential backoff while SQLite reports a lock held by another writer."""
+    @functools.wraps(call)
+    def wrapper(*args, **kwargs):
+        for attempt in range(LOCK_RETRIES + 1):
+            try:
+                return call(*args, **kwargs)
+            except Exception as err:  # MlflowException and SQLAlchemy's OperationalError both carry the text
+                if attempt == LOCK_RETRIES or not any(marker in str(err) for marker in _LOCKED):
+                    raise
+                time.sleep(min(16.0, 0.25 * 2 ** attempt) * (0.5 + random.random()))
+    return wrapper
 
 
 def resolve_tracking_uri(cli_value: str | None = None) -> str:
@@ -41,10 +62,12 @@ def training_params(config: dict[str, Any]) -> dict[str, Any]:
 
 
 class Tracker:
-    """A thin, explicit wrapper over MlflowClient for one experiment."""
+    """A thin, explicit wrapper over MlflowClient for one experiment; every call retries a locked SQLite store."""
 
+    @retry_when_locked
     def __init__(self, tracking_uri: str, experiment: str):
         import mlflow
+        from mlflow.exceptions import MlflowException
         from mlflow.tracking import MlflowClient
 
         self.tracking_uri = tracking_uri
@@ -53,23 +76,34 @@ class Tracker:
         found = self.client.get_experiment_by_name(experiment)
         if found is not None and found.lifecycle_stage == "deleted":
             self.client.restore_experiment(found.experiment_id)
-        self.experiment_id = found.experiment_id if found else self.client.create_experiment(experiment)
+        if found is None:
+            try:
+                found = self.client.get_experiment(self.client.create_experiment(experiment))
+            except MlflowException:  # another process created it between the two calls
+                found = self.client.get_experiment_by_name(experiment)
+                if found is None:
+                    raise
+        self.experiment_id = found.experiment_id
         self.experiment = experiment
 
     # runs
+    @retry_when_locked
     def start_run(self, name: str, tags: dict[str, str] | None = None, parent_run_id: str | None = None) -> str:
         tags = dict(tags or {})
         if parent_run_id:
             tags["mlflow.parentRunId"] = parent_run_id
         return self.client.create_run(self.experiment_id, run_name=name, tags=tags).info.run_id
 
+    @retry_when_locked
     def find_run(self, tag: str, value: str) -> str | None:
         runs = self.client.search_runs([self.experiment_id], filter_string=f"tags.`{tag}` = '{value}'", max_results=1)
         return runs[0].info.run_id if runs else None
 
+    @retry_when_locked
     def end_run(self, run_id: str, status: str = "FINISHED") -> None:
         self.client.set_terminated(run_id, status=status)
 
+    @retry_when_locked
     def mark_orphans_killed(self, parent_run_id: str) -> int:
         """Children left RUNNING by a killed driver become KILLED (a resumed trial reopens its own)."""
         runs = self.client.search_runs([self.experiment_id],
@@ -79,6 +113,7 @@ class Tracker:
         return len(runs)
 
     # contents
+    @retry_when_locked
     def log_params(self, run_id: str, params: dict[str, Any]) -> None:
         from mlflow.entities import Param
 
@@ -87,9 +122,8 @@ class Tracker:
         if new:
             self.client.log_batch(run_id, params=new)
 
+    @retry_when_locked
     def log_metrics(self, run_id: str, metrics: dict[str, float], step: int | None = None) -> None:
-        import time
-
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
@@ -98,16 +132,24 @@ class Tracker:
         if batch:
             self.client.log_batch(run_id, metrics=batch)
 
+    @retry_when_locked
     def set_tags(self, run_id: str, tags: dict[str, Any]) -> None:
         for key, value in tags.items():
             self.client.set_tag(run_id, key, str(value)[:5000])
 
+    @retry_when_locked
     def log_artifacts(self, run_id: str, local_dir: str, artifact_path: str) -> None:
         self.client.log_artifacts(run_id, local_dir, artifact_path)
 
+    @retry_when_locked
     def log_artifact(self, run_id: str, local_file: str) -> None:
         self.client.log_artifact(run_id, local_file)
 
+    @retry_when_locked
+    def log_dict(self, run_id: str, payload: dict, artifact_file: str) -> None:
+        self.client.log_dict(run_id, payload, artifact_file)
+
+    @retry_when_locked
     def register_model(self, run_id: str, artifact_path: str, name: str) -> str:
         """A model version whose source is the run's checkpoint artifact (HF + sentence-transformers files)."""
         from mlflow.exceptions import MlflowException

@@ -19,7 +19,8 @@ from raycse.trainer import (NONFINITE_CHECK_EVERY, BatchTokenizer, StepRunner, T
 
 UNSUPERVISED = ("simcse", "focal", "off-dropout", "dclr", "triplet", "imsimcse", "simcse+dcl", "simcse+barlow")
 SUPERVISED = ("simcse-sup", "triplet")
-RESULT_KEYS = {"best_stsb_dev", "best_step", "dev_curve", "sentences_per_s", "wall_seconds", "config"}
+RESULT_KEYS = {"objective", "best_objective", "best_step", "dev_curve", "sentences_per_s", "wall_seconds", "config",
+               "timings", "compile_decision", "poolers"}
 TEST_EVAL_KEYS = {*SEVEN_TASKS, "avg", "alignment", "uniformity"}
 
 
@@ -66,8 +67,9 @@ def test_results_json_holds_every_figure(full_run):
     assert written["steps"] == 4 and written["world_size"] == 1
     assert [point["step"] for point in written["dev_curve"]] == [2, 4]
     assert all(math.isfinite(point["train_loss"]) for point in written["dev_curve"])
-    best = max(written["dev_curve"], key=lambda point: point["stsb_dev"])
-    assert written["best_stsb_dev"] == best["stsb_dev"] and written["best_step"] == best["step"]
+    best = max(written["dev_curve"], key=lambda point: point["objective"])
+    assert written["best_objective"] == best["objective"] and written["best_step"] == best["step"]
+    assert all(point["objective"] == point["stsb_dev"] for point in written["dev_curve"])  # the default objective
     assert written["sentences_per_s"] > 0 and written["wall_seconds"] > 0
     for key in TEST_EVAL_KEYS:
         assert math.isfinite(written[key]), key
@@ -80,19 +82,22 @@ def test_results_json_holds_every_figure(full_run):
 def test_eval_reports_follow_the_dev_curve(full_run):
     reports, results = full_run["reports"], full_run["results"]
     assert [r.step for r in reports] == [2, 4] and all(r.total_steps == 4 for r in reports)
-    assert [r.stsb_dev for r in reports] == [point["stsb_dev"] for point in results["dev_curve"]]
-    assert reports[0].checkpoint == str(full_run["dir"] / "best")  # the first evaluation always improves
-    assert reports[1].checkpoint == (str(full_run["dir"] / "best") if reports[1].stsb_dev > reports[0].stsb_dev
-                                     else None)
-    assert reports[-1].best_stsb_dev == results["best_stsb_dev"]
+    assert [r.objective for r in reports] == [point["objective"] for point in results["dev_curve"]]
+    assert all(r.dev_scores == {"stsb_dev": r.objective} for r in reports)
+    assert all(r.checkpoint == str(full_run["dir"]) for r in reports)  # best/ and last/ are written at each one
+    assert reports[-1].best_objective == results["best_objective"]
+    timings = reports[-1].timings
+    assert timings.startup_s > 0 and timings.train_s > 0 and timings.eval_s > 0 and timings.checkpoint_s > 0
+    assert timings.compile_s == 0  # CPU: never compiled
+    assert reports[-1].compile_decision.startswith("eager")
 
 
-def test_best_checkpoint_is_written_atomically(full_run):
-    # At every evaluation, and at the end, the output directory holds the finished checkpoint and nothing
-    # half-written: no staging (.best.*.partial) or retired (.best.*.old) directory is left behind.
+def test_checkpoints_are_written_atomically(full_run):
+    # At every evaluation, and at the end, the output directory holds the finished checkpoints and nothing
+    # half-written: no staging (.best.*.partial, .last.*.partial) or retired (.*.old) directory is left behind.
     for listing in full_run["listings"]:
-        assert listing == ["best"]
-    assert sorted(p.name for p in full_run["dir"].iterdir()) == ["best", "results.json"]
+        assert listing == ["best", "last"]
+    assert sorted(p.name for p in full_run["dir"].iterdir()) == ["best", "last", "results.json"]
     assert not [p for p in full_run["dir"].parent.rglob(".*")]
 
 
@@ -108,7 +113,7 @@ def test_best_checkpoint_loads_in_sentence_transformers_and_transformers(full_ru
         return torch.as_tensor(model.encode(sentences, batch_size=128, convert_to_numpy=True))
 
     rescored = StsbDevEvaluator()(encode)
-    assert rescored == pytest.approx(full_run["results"]["best_stsb_dev"], abs=0.05)
+    assert rescored == pytest.approx(full_run["results"]["best_objective"], abs=0.05)
     # unsupervised 'cls' training keeps the checkpoint without its MLP head (SimCSE's mlp_only_train)
     assert json.loads((best / "raycse_pooler.json").read_text()) == {"pooler": "cls_before_pooler"}
 
@@ -117,7 +122,7 @@ def test_the_same_seed_gives_the_same_dev_figures(full_run, tiny_bert_dir, tmp_p
     # The test evaluation runs after the last dev evaluation, so it cannot change the dev curve.
     again = train(tiny_config(tiny_bert_dir, tmp_path / "again", max_steps=4, eval_steps=2))
     assert again["dev_curve"] == full_run["results"]["dev_curve"]
-    assert again["best_stsb_dev"] == full_run["results"]["best_stsb_dev"]
+    assert again["best_objective"] == full_run["results"]["best_objective"]
 
     other = train(tiny_config(tiny_bert_dir, tmp_path / "other", max_steps=4, eval_steps=4, seed=4))
     assert other["dev_curve"][-1] != full_run["results"]["dev_curve"][-1]  # the seed reaches data and dropout
@@ -143,9 +148,9 @@ def check_trained(results: dict, output_dir: Path, loss: str) -> None:
     assert results["steps"] == 2
     assert [point["step"] for point in results["dev_curve"]] == [2]
     assert math.isfinite(results["dev_curve"][0]["train_loss"])
-    assert math.isfinite(results["best_stsb_dev"]) and results["best_step"] == 2
+    assert math.isfinite(results["best_objective"]) and results["best_step"] == 2
     assert results["config"]["loss"] == loss
-    assert json.loads((output_dir / "results.json").read_text())["best_stsb_dev"] == results["best_stsb_dev"]
+    assert json.loads((output_dir / "results.json").read_text())["best_objective"] == results["best_objective"]
     assert (output_dir / "best" / "model.safetensors").is_file()
 
 
@@ -153,8 +158,9 @@ def check_trained(results: dict, output_dir: Path, loss: str) -> None:
 @pytest.mark.parametrize("loss, expected_passes, complementary_passes", [
     ("simcse", [("2N", "dropout on")], []),
     ("simcse+barlow", [("2N", "dropout on")], []),
-    ("off-dropout", [("2N", "dropout on"), ("N", "dropout off")], []),
-    ("imsimcse", [("2N", "dropout on"), ("N", "dropout off")], []),
+    # ImSimCSE: one forward of 3N rows, dropout on the first 2N only (the off rows' values: the test below)
+    ("off-dropout", [("3N", "dropout on")], []),
+    ("imsimcse", [("3N", "dropout on")], []),
     ("dclr", [("2N", "dropout on")], [("N", "frozen")]),
     ("simcse-sup", [("3N", "dropout on")], []),
 ])
@@ -286,15 +292,28 @@ def test_cuda_padding_rounds_lengths_up_to_multiples_of_8_without_changing_the_v
         torch.testing.assert_close(encoder(**rounded), encoder(**rows), atol=1e-5, rtol=1e-5)
 
 
-def test_compile_is_on_by_default_and_ignored_on_cpu(tiny_bert_dir):
+def test_compile_policy(tiny_bert_dir):
     from raycse.losses import build_loss
+    from raycse.trainer import decide_compile
 
     config = tiny_config(tiny_bert_dir, Path("unused"))
-    assert config.compile is True
+    assert config.compile == "auto"
     runner = StepRunner(Encoder.from_pretrained(str(tiny_bert_dir)), build_loss("simcse"), config,
                         torch.device("cpu"), total_steps=1)
     assert runner.compiled is False and runner.forward is runner.encoder
     assert runner.tokenize.pad_to_multiple_of is None  # CPU batches keep their exact length
+
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    assert decide_compile("always", cpu, 10**6, 0.1, None)[0] is False  # CUDA graphs need CUDA
+    assert decide_compile("always", cuda, 1, None, None)[0] is True
+    assert decide_compile("never", cuda, 10**6, 0.1, None)[0] is False
+    # auto: 186 steps of 10 ms save ~1.1 s compiled, far below 40 s of compiling; 15,000 steps of 36 ms save ~324 s
+    short, reason = decide_compile("auto", cuda, 186, 0.010, None)
+    assert short is False and reason.startswith("eager") and "186 steps" in reason
+    assert decide_compile("auto", cuda, 15_000, 0.036, None)[0] is True
+    # a compile measured faster on this node (a warm cache) tips a middling training over
+    assert decide_compile("auto", cuda, 2_000, 0.036, 40.0)[0] is True
+    assert decide_compile("auto", cuda, 2_000, 0.036, 60.0)[0] is False
 
 
 # ------------------------------------------------------------------------------------------------ diverging
@@ -335,3 +354,68 @@ def test_a_non_finite_loss_on_the_last_step_is_caught_before_evaluating(nan_bert
     with pytest.raises(TrainingDiverged) as err:
         train(tiny_config(nan_bert_dir, tmp_path / "out", max_steps=2, eval_steps=100), on_eval=evaluations.append)
     assert err.value.step == 2 and evaluations == []
+
+
+# ----------------------------------------------------------------------------------------------- resuming
+class Interrupted(Exception):
+    pass
+
+
+def test_a_resumed_training_ends_as_the_uninterrupted_one(tiny_bert_dir, tmp_path):
+    # dropout masks, data order and the LR schedule all continue where last/ left them: the same curve, exactly
+    settings = dict(max_steps=6, eval_steps=2, loss="dclr")  # DCLR also draws its noise negatives from the RNG
+    whole = train(tiny_config(tiny_bert_dir, tmp_path / "whole", **settings))
+
+    def stop_at_step_4(report):
+        if report.step == 4:
+            raise Interrupted
+
+    config = tiny_config(tiny_bert_dir, tmp_path / "broken", **settings)
+    with pytest.raises(Interrupted):
+        train(config, on_eval=stop_at_step_4)
+    assert not (tmp_path / "broken" / "results.json").exists()
+    resumed_reports = []
+    resumed = train(config, on_eval=resumed_reports.append, resume=True)
+
+    assert [r.step for r in resumed_reports] == [6]  # steps 1-4 were not trained again
+    assert resumed["dev_curve"] == whole["dev_curve"]
+    assert resumed["best_objective"] == whole["best_objective"] and resumed["best_step"] == whole["best_step"]
+    assert resumed["steps"] == 6
+
+
+def test_resuming_without_last_is_a_clean_error(tiny_bert_dir, tmp_path):
+    from raycse.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="holds no training_state.pt"):
+        train(tiny_config(tiny_bert_dir, tmp_path / "fresh"), resume=True)
+
+
+# ----------------------------------------------------------------------------------------------- the recipe
+def test_gradients_are_clipped_to_max_grad_norm(tiny_bert_dir, sentences):
+    from raycse.losses import build_loss
+
+    def first_step_change(max_grad_norm: float) -> float:
+        torch.manual_seed(0)
+        encoder = Encoder.from_pretrained(str(tiny_bert_dir), pooler="cls").train()
+        config = tiny_config(tiny_bert_dir, Path("unused"), max_grad_norm=max_grad_norm, lr=1.0)
+        runner = StepRunner(encoder, build_loss("simcse", tau=0.01), config, torch.device("cpu"), total_steps=10)
+        norms = []
+        runner.optimizer.register_step_pre_hook(lambda opt, args, kwargs: norms.append(
+            torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in runner.parameters if p.grad is not None]))))
+        runner.step(sentences[:8])
+        return float(norms[0])
+
+    assert first_step_change(0.0) > 0.5  # unclipped, the gradient of this loss is far above the bound below
+    assert first_step_change(0.5) == pytest.approx(0.5, rel=1e-4)
+
+
+def test_dclr_diagnostics_reach_the_eval_report(tiny_bert_dir, tmp_path):
+    reports = []
+    train(tiny_config(tiny_bert_dir, tmp_path / "out", loss="dclr", hparams={"phi": 0.0}), on_eval=reports.append)
+    stats = reports[-1].loss_stats
+    assert set(stats) == {"dclr_removed_fraction", "dclr_noise_logit"}
+    assert stats["dclr_removed_fraction"] == pytest.approx(1.0)  # phi = 0 drops every negative with s >= 0 ...
+    reports.clear()
+    train(tiny_config(tiny_bert_dir, tmp_path / "out2", loss="dclr", hparams={"phi": 1.0}), on_eval=reports.append)
+    assert reports[-1].loss_stats["dclr_removed_fraction"] < 1.0  # ... phi = 1 keeps those below 1
+    assert math.isfinite(reports[-1].loss_stats["dclr_noise_logit"])

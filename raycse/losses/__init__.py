@@ -18,6 +18,7 @@ from .registry import (
     Embeddings,
     Hyperparameter,
     build_loss,
+    hyperparameter_catalogue,
     loss_hyperparameters,
 )
 from .triplet import hardest_in_batch_negatives, triplet
@@ -41,6 +42,7 @@ __all__ = [
     "focal_info_nce",
     "hardest_in_batch_negatives",
     "info_nce",
+    "hyperparameter_catalogue",
     "loss_hyperparameters",
     "non_uniformity_loss",
     "off_dropout_info_nce",

@@ -65,13 +65,13 @@ class Hyperparameter:
         """``value`` as a float (an int for integer hyperparameters), or a ConfigError naming it."""
         # bool is an int to Python, but `noise_steps=True` is a mistake, not 1.
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            raise ConfigError(f"{name}={value!r} is not a number: {self.allowed}")
+            raise ConfigError(f"{name}={value!r} is not a number: {self.allowed}", key=name)
         shown = int(value) if isinstance(value, numbers.Integral) else float(value)
         if not math.isfinite(value):
-            raise ConfigError(f"{name}={shown} is not a finite number: {self.allowed}")
+            raise ConfigError(f"{name}={shown} is not a finite number: {self.allowed}", key=name)
         below = value <= self.low if self.strict else value < self.low
         if below or value > self.high or (self.integer and value != int(value)):
-            raise ConfigError(f"{name}={shown} is out of range: {self.allowed}")
+            raise ConfigError(f"{name}={shown} is out of range: {self.allowed}", key=name)
         return int(value) if self.integer else float(value)
 
 
@@ -95,7 +95,8 @@ def resolve_hyperparameters(loss: str, specs: dict[str, Hyperparameter], given: 
     """Validate ``given`` against ``specs`` and fill in the defaults; ConfigError names the culprit."""
     for key in given:
         if key not in specs:
-            raise ConfigError(f"loss {loss!r} does not take hyperparameter {key!r} (it takes: {', '.join(specs)})")
+            raise ConfigError(f"loss {loss!r} does not take hyperparameter {key!r} (it takes: {', '.join(specs)})",
+                              key=key)
     return {key: spec.check(key, given.get(key, spec.default)) for key, spec in specs.items()}
 
 
@@ -337,14 +338,15 @@ LOSS_NAMES: tuple[str, ...] = BASE_LOSSES + tuple(PRESETS)
 def _parts(name: str, reg: str | None) -> tuple[str, type[Term], type[Term] | None]:
     """The display name, base class and regulariser class (or None) of a combination."""
     if reg is not None and reg not in _REGULARISERS:
-        raise ConfigError(f"unknown regulariser {reg!r} (choose from {', '.join(REGULARISERS)})")
+        raise ConfigError(f"unknown regulariser {reg!r} (choose from {', '.join(REGULARISERS)})", key="reg")
     if name in PRESETS:
         base, preset_reg = PRESETS[name]
         if reg is not None and reg != preset_reg:
-            raise ConfigError(f"loss {name!r} already includes regulariser {preset_reg!r}, so reg={reg!r} conflicts")
+            raise ConfigError(f"loss {name!r} already includes regulariser {preset_reg!r}, so reg={reg!r} conflicts",
+                              key="reg")
         return name, _BASES[base], _REGULARISERS[preset_reg]
     if name not in _BASES:
-        raise ConfigError(f"unknown loss {name!r} (choose from {', '.join(LOSS_NAMES)})")
+        raise ConfigError(f"unknown loss {name!r} (choose from {', '.join(LOSS_NAMES)})", key="loss")
     if reg is None:
         return name, _BASES[name], None
     return f"{name}+{reg}", _BASES[name], _REGULARISERS[reg]
@@ -360,6 +362,19 @@ def loss_hyperparameters(name: str, reg: str | None = None) -> dict[str, float]:
     """The hyperparameters that loss ``name`` (plus regulariser ``reg``) takes, with their published defaults."""
     _, base, regulariser = _parts(name, reg)
     return {key: spec.default for key, spec in _specs(base, regulariser).items()}
+
+
+def hyperparameter_catalogue() -> dict[str, dict[str, Hyperparameter]]:
+    """Every hyperparameter name any loss or regulariser takes -> {loss or regulariser name: its spec there}.
+
+    What the command line generates its loss flags from: a new loss's hyperparameters get flags by themselves.
+    """
+    catalogue: dict[str, dict[str, Hyperparameter]] = {}
+    for owner, specs in [*((name, cls.hyperparameters) for name, cls in _BASES.items()),
+                         *((name, {"lambda": LAMBDA, **cls.hyperparameters}) for name, cls in _REGULARISERS.items())]:
+        for key, spec in specs.items():
+            catalogue.setdefault(key, {})[owner] = spec
+    return catalogue
 
 
 def build_loss(name: str, reg: str | None = None, **hparams: float) -> ContrastiveLoss:

@@ -1,0 +1,33 @@
+"""Writing files so that a reader, or a crash, never sees half of one: build beside the target, then rename."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+
+def write_json_atomic(path: str | Path, payload: dict) -> None:
+    """`payload` as indented JSON at `path`, which holds either the old file or the whole new one."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.tmp")
+    tmp.write_text(json.dumps(payload, indent=2) + "\n")
+    os.replace(tmp, target)
+
+
+def replace_directory(staging: Path, target: Path) -> None:
+    """Rename `staging` to `target`; an old `target` is first renamed aside, then deleted."""
+    if not target.exists():
+        os.replace(staging, target)
+        return
+    # rename() cannot replace a non-empty directory, so the old one steps aside first.
+    retired = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=target.parent))
+    os.replace(target, retired)
+    try:
+        os.replace(staging, target)
+    except BaseException:
+        os.replace(retired, target)  # put the old checkpoint back
+        raise
+    shutil.rmtree(retired, ignore_errors=True)

@@ -1,0 +1,247 @@
+"""One search trial, as it runs inside its Ray worker: the trainer of `raycse.trainer`, reporting to Tune.
+
+A trial is a Tune function trainable (`run_trial`). With one worker it trains in its own process; with several
+it starts a Ray Train `TorchTrainer` (Ray 2.60 runs Train V2: a Tune function starts the TorchTrainer and
+`TuneReportCallback` forwards its reports). At every evaluation the trial reports the objective (which drives
+ASHA and Optuna) with a Tune checkpoint holding best/ and last/, so that a trial Ray restarts after a crash, or
+one a resumed search restarts, continues from its last evaluation rather than from step 0.
+
+A trial whose completion MLflow already holds (its run FINISHED by the driver) is never trained again: a search
+killed between that moment and Tune's next save of its own state would otherwise re-run it on --resume.
+Such a trial replays its recorded final result instead (`replayed_result`).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from raycse.config import TrainConfig
+from raycse.evaluation import RESULTS_OF_TASKS
+from raycse.space import SearchSpace, TrialSpec
+
+METRIC = "objective"
+WORST_OBJECTIVE = -100.0  # the objective of a diverged trial: the lowest a Spearman x100 can be
+# what a trial's best checkpoint is scored on at the end: evaluation's 'all' set less the STS-B dev figure
+FINAL_KEYS = tuple(k for k in RESULTS_OF_TASKS["all"] if k != "stsb_dev")
+TIMING_KEYS = ("trial_startup_s", "trial_compile_s", "trial_train_s", "trial_eval_s", "trial_checkpoint_s")
+COMPILE_RECORD = "raycse-compile-seconds.json"  # per node, in the system's temp directory
+
+
+@dataclasses.dataclass(frozen=True)
+class TrialContext:
+    """What a trial needs besides the space: where MLflow is (for the replay check) and this trial's ids."""
+
+    tracking_uri: str
+    experiment: str
+
+
+# ------------------------------------------------------------------------------------------ reports
+def eval_metrics(report, extra_checkpoint_s: float = 0.0, worker_start_s: float = 0.0) -> dict[str, Any]:
+    """The Tune result of one evaluation: the objective and its parts, the loss's diagnostics, the timings
+    (cumulative over the trial; startup includes the worker's own start, checkpoint Tune's copy to storage)."""
+    timings = report.timings
+    return {
+        "step": report.step, METRIC: report.objective, "best_objective": report.best_objective,
+        "best_step": report.best_step, "train_loss": report.train_loss, "sentences_per_s": report.sentences_per_s,
+        **report.dev_scores, **report.loss_stats,
+        "trial_startup_s": worker_start_s + timings.startup_s, "trial_compile_s": timings.compile_s, "trial_train_s": timings.train_s,
+        "trial_eval_s": timings.eval_s, "trial_checkpoint_s": timings.checkpoint_s + extra_checkpoint_s,
+        "compile_decision": report.compile_decision,
+    }
+
+
+def final_metrics(results: dict, last_eval: dict) -> dict[str, Any]:
+    """The last report of a finished trial: its best objective as the objective, the test figures if scored."""
+    final = {**last_eval, "step": results["steps"], METRIC: results["best_objective"],
+             "best_objective": results["best_objective"], "best_step": results["best_step"], "final": 1}
+    final["trial_eval_s"] = last_eval.get("trial_eval_s", 0.0) + results.get("test_eval_seconds", 0.0)
+    final.update({k: results[k] for k in FINAL_KEYS if k in results})
+    return final
+
+
+def diverged_metrics(err, last_eval: dict) -> dict[str, Any]:
+    """A diverged training is an outcome, not a crash: it ends with the worst objective (so ASHA and Optuna learn
+    from it) and `diverged: 1`; Ray's FailureConfig is left to retry real crashes only."""
+    return {**last_eval, "step": err.step, METRIC: WORST_OBJECTIVE, "final": 1, "diverged": 1, "error": str(err),
+            "best_objective": last_eval.get("best_objective", WORST_OBJECTIVE),
+            "best_step": last_eval.get("best_step", 0)}
+
+
+def train_and_report(config: TrainConfig, report, resume: bool, worker_start_s: float = 0.0) -> None:
+    """Train, calling `report(metrics, checkpoint_dir)` at each evaluation and once at the end (final results)."""
+    from raycse.trainer import TrainingDiverged, train
+
+    last_eval: dict[str, Any] = {"trial_startup_s": worker_start_s}
+    extra_checkpoint_s = 0.0
+
+    def on_eval(eval_report) -> None:
+        nonlocal extra_checkpoint_s
+        metrics = eval_metrics(eval_report, extra_checkpoint_s, worker_start_s)
+        last_eval.update(metrics)
+        clock = time.perf_counter()
+        report(metrics, eval_report.checkpoint)
+        extra_checkpoint_s += time.perf_counter() - clock  # Tune's copy of the checkpoint to storage
+
+    record = _compile_record()
+    try:
+        results = train(config, on_eval=on_eval, resume=resume, compile_seconds=record.get("seconds"))
+    except TrainingDiverged as err:
+        report(diverged_metrics(err, last_eval), None)
+        return
+    if results["timings"]["compile_s"] > 0:
+        _write_compile_record(results["timings"]["compile_s"])
+    # The final checkpoint holds best/ alone: a finished trial never resumes, so its last/ need not be kept.
+    final_dir = None
+    if config.output_dir and (Path(config.output_dir) / "best").is_dir():
+        final_dir = Path(config.output_dir)
+        shutil.rmtree(final_dir / "last", ignore_errors=True)
+    report(final_metrics(results, last_eval), str(final_dir) if final_dir else None)
+
+
+def _compile_record() -> dict:
+    """What compiling cost the last time a trial compiled on this node (`trainer.decide_compile` uses it)."""
+    try:
+        return json.loads((Path(tempfile.gettempdir()) / COMPILE_RECORD).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _write_compile_record(seconds: float) -> None:
+    from raycse.files import write_json_atomic
+
+    try:
+        write_json_atomic(Path(tempfile.gettempdir()) / COMPILE_RECORD, {"seconds": seconds})
+    except OSError:
+        pass  # a missing record only makes the next decision use the default estimate
+
+
+# --------------------------------------------------------------------------- finished means finished
+def replayed_result(context: TrialContext, trial_id: str) -> dict | None:
+    """The recorded final result of a trial whose MLflow run the driver already FINISHED, else None."""
+    from mlflow.tracking import MlflowClient
+
+    from raycse.tracking import STATUS_TAG, TRIAL_TAG
+
+    client = MlflowClient(tracking_uri=context.tracking_uri)
+    experiment = client.get_experiment_by_name(context.experiment)
+    if experiment is None:
+        return None
+    runs = client.search_runs([experiment.experiment_id], max_results=1,
+                              filter_string=f"tags.`{TRIAL_TAG}` = '{trial_id}' and attributes.status = 'FINISHED'")
+    if not runs:
+        return None
+    run = runs[0]
+    metrics, tags = run.data.metrics, run.data.tags
+    best = metrics.get("best_objective", WORST_OBJECTIVE)
+    result = {"step": int(float(tags.get("raycse.steps", metrics.get("best_step", 0)))), METRIC: best,
+              "best_objective": best, "best_step": int(metrics.get("best_step", 0)), "replayed": 1,
+              "checkpoint_path": tags.get("raycse.checkpoint")}
+    if tags.get(STATUS_TAG) == "finished":
+        result["final"] = 1
+    result.update({k: metrics[k] for k in (*FINAL_KEYS, *TIMING_KEYS) if k in metrics})
+    return result
+
+
+# ------------------------------------------------------------------------------------ the trainable
+def trial_config(space: SearchSpace, spec: TrialSpec, output_dir: str) -> TrainConfig:
+    config = space.trial_config(spec.sampled, spec.seed)
+    return dataclasses.replace(config, workers=space.resources.workers,
+                               gpus_per_worker=space.resources.gpus_per_worker,
+                               test_eval=space.test_eval == "all", output_dir=output_dir)
+
+
+_previous_trial_end: float | None = None  # when this worker process last finished a trial (Tune reuses actors)
+
+
+def worker_start_seconds(now: float) -> float:
+    """Seconds this trial waited for its worker: since the process started (a new Ray actor: interpreter, imports),
+    or since the previous trial in the same process ended (a reused actor: close to nothing)."""
+    import psutil
+
+    since = _previous_trial_end if _previous_trial_end is not None else psutil.Process().create_time()
+    return max(0.0, now - since)
+
+
+def run_trial(tune_config: dict, space: SearchSpace, context: TrialContext) -> None:
+    """The Tune function trainable: one training of the configuration Tune gives."""
+    global _previous_trial_end
+    from ray import tune
+
+    worker_start_s = worker_start_seconds(time.time())
+    tune_context = tune.get_context()
+    replay = replayed_result(context, tune_context.get_trial_id())
+    if replay is not None:
+        tune.report(replay)
+        return
+    spec = TrialSpec.of(tune_config, space.base.seed)
+    output_dir = tempfile.mkdtemp(prefix="raycse-trial-")
+    complementary_dir = None
+    try:
+        checkpoint = tune.get_checkpoint()
+        resume = checkpoint is not None and _restore(checkpoint, output_dir)
+        config = trial_config(space, spec, output_dir)
+        if config.complementary and "://" in config.complementary:  # stage 0's model on remote storage
+            from ray.train import Checkpoint
+
+            complementary_dir = tempfile.mkdtemp(prefix="raycse-complementary-")
+            config = dataclasses.replace(config, complementary=Checkpoint(config.complementary).to_directory(
+                complementary_dir))
+        if config.workers > 1:
+            _run_on_workers(config, space, tune_context, checkpoint)
+            return
+
+        def report(metrics: dict, checkpoint_dir: str | None) -> None:
+            tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(checkpoint_dir) if checkpoint_dir else None)
+
+        train_and_report(config, report, resume, worker_start_s)
+    finally:
+        shutil.rmtree(output_dir, ignore_errors=True)  # Tune keeps its own copy of every reported checkpoint
+        if complementary_dir:
+            shutil.rmtree(complementary_dir, ignore_errors=True)
+        _previous_trial_end = time.time()
+
+
+def _restore(checkpoint, output_dir: str) -> bool:
+    """Copy a reported checkpoint's best/ and last/ into the trial's output directory; True if last/ came back."""
+    with checkpoint.as_directory() as saved:
+        for name in ("best", "last"):
+            if (Path(saved) / name).is_dir():
+                shutil.copytree(Path(saved) / name, Path(output_dir) / name)
+    return (Path(output_dir) / "last").is_dir()
+
+
+def _run_on_workers(config: TrainConfig, space: SearchSpace, tune_context, checkpoint) -> None:
+    from ray.tune.integration.ray_train import TuneReportCallback
+
+    from raycse.launch import torch_trainer
+
+    torch_trainer(worker_loop, config, cpus_per_worker=space.resources.cpus_per_worker,
+                  storage_path=os.path.dirname(tune_context.get_trial_dir()),
+                  name=f"{tune_context.get_trial_id()}-train", callbacks=[TuneReportCallback()],
+                  resume_from_checkpoint=checkpoint).fit()
+
+
+def worker_loop(loop_config: dict) -> None:
+    """One Ray Train worker of a multi-worker trial (torch.distributed is set up by TorchTrainer)."""
+    import ray.train
+
+    config = TrainConfig(**{**loop_config["config"], "output_dir": tempfile.mkdtemp(prefix="raycse-worker-")})
+    checkpoint = ray.train.get_checkpoint()
+    resume = checkpoint is not None and _restore(checkpoint, config.output_dir)
+
+    def report(metrics: dict, checkpoint_dir: str | None) -> None:
+        # every worker reports (it is a barrier); only rank 0 has a checkpoint (best/, and last/ with every rank's
+        # RNG states)
+        checkpoint = ray.train.Checkpoint.from_directory(checkpoint_dir) if checkpoint_dir else None
+        ray.train.report(metrics, checkpoint=checkpoint)
+
+    try:
+        train_and_report(config, report, resume)
+    finally:
+        shutil.rmtree(config.output_dir, ignore_errors=True)
