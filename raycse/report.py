@@ -187,8 +187,9 @@ def confirmation_table_rows(summary: dict) -> tuple[list[str], list[list[Any]]]:
         elif diff is None:
             diff_cell, interval = "-", ""
         else:
-            diff_cell = mean_std(diff.get("mean"), diff.get("std"))
-            interval = "-" if diff.get("low") is None else f"[{score(diff['low'])}, {score(diff['high'])}]"
+            # differences of STS figures, in the figures' own unit: two decimals, signed
+            diff_cell = f"{diff['mean']:+.2f}" + (f" ± {diff['std']:.2f}" if diff.get("std") is not None else "")
+            interval = "-" if diff.get("low") is None else f"[{diff['low']:+.2f}, {diff['high']:+.2f}]"
         cells.append([c.get("search_rank"), c.get("family", "-"), fmt_params(c.get("params") or {}), c.get("n"),
                       ", ".join(str(s) for s in c.get("seeds") or []), mean_std(c.get("mean"), c.get("std")),
                       diff_cell, interval])

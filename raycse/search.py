@@ -64,6 +64,12 @@ class SearchOptions:
     confirm: bool = True  # False: no confirmation stage (--no-confirm)
     optuna_storage: str | None = None
     started_at: float = field(default_factory=time.perf_counter)  # the command's start: time_total_s runs from it
+    # How the search stage samples (benchmarks/search_quality.py compares them): "tpe" (Optuna's TPE, the
+    # default), "random" (Optuna's RandomSampler) or "grid" (Tune's grid over `grid`: {param: [values]}).
+    sampler: str = "tpe"
+    grid: dict[str, list] | None = None
+    scheduler: str | None = None  # "asha" | "fifo": overrides the space file's
+    max_total_steps: int | None = None  # stop the search stage once its trials took this many steps in all
 
 
 @dataclass
@@ -272,6 +278,8 @@ def search_plan(space: SearchSpace, options: SearchOptions, budget: str) -> Sear
     for name in ("num_samples", "max_concurrent", "seed"):
         if getattr(options, name) is not None:
             changes[name] = getattr(options, name)
+    if options.scheduler is not None:
+        changes["scheduler"] = {**plan.scheduler, "name": options.scheduler}
     if not options.confirm:
         changes["confirm"] = None
     elif options.confirm_seeds is not None:
@@ -427,11 +435,19 @@ def _open_parent_run(tracker: Tracker, plan: SearchSpace, options: SearchOptions
     return parent_run_id
 
 
+def optuna_rdb_storage(url: str):
+    """Optuna's storage at `url`; a SQLite file waits up to a minute for another search's write lock."""
+    import optuna
+
+    engine_kwargs = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {}
+    return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs)
+
+
 def _check_new_study(optuna_storage: str, study_name: str) -> None:
     import optuna
 
     try:
-        names = optuna.get_all_study_names(storage=optuna_storage)
+        names = optuna.get_all_study_names(storage=optuna_rdb_storage(optuna_storage))
     except Exception as err:  # Optuna raises several types for a bad URL or an unreadable file
         raise ConfigError(f"--optuna-storage: cannot open {optuna_storage!r}: {str(err).splitlines()[0]}") from None
     if study_name in names:
@@ -506,7 +522,7 @@ class StageRunner:
     cluster: dict
     log: Any
 
-    def _tuner(self, stage: str, tune_config, param_space: dict | None = None, fifo: bool = False):
+    def _tuner(self, stage: str, tune_config, param_space: dict | None = None, stopper=None):
         """A new Tuner for `stage`, or the restored one when the stage's experiment exists (--resume)."""
         from ray import tune
 
@@ -524,7 +540,7 @@ class StageRunner:
         return tune.Tuner(
             trainable, param_space=param_space, tune_config=tune_config,
             run_config=tune.RunConfig(
-                name=name, storage_path=self.storage, callbacks=[callback], verbose=0,
+                name=name, storage_path=self.storage, callbacks=[callback], verbose=0, stop=stopper,
                 checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
                 # a crashed trial (a killed worker, a lost node) is retried once, from its last checkpoint
                 failure_config=tune.FailureConfig(max_failures=1),
@@ -545,15 +561,25 @@ class StageRunner:
 
         from raycse.searcher import TaggedOptunaSearch
 
-        plan = self.plan
-        searcher = TaggedOptunaSearch(space=plan.define_by_run, metric=METRIC, mode="max",
-                                points_to_evaluate=plan.points_to_evaluate() or None,
-                                sampler=optuna.samplers.TPESampler(seed=plan.seed), study_name=study_name,
-                                storage=optuna.storages.RDBStorage(optuna_storage))
+        from raycse.searcher import TotalStepsStopper
+
+        plan, options = self.plan, self.options
+        param_space = None
+        if options.sampler == "grid":  # a hand-written grid: every combination once, no searcher
+            searcher, num_samples = None, 1
+            param_space = {name: tune.grid_search(list(values)) for name, values in (options.grid or {}).items()}
+        else:
+            sampler = (optuna.samplers.RandomSampler(seed=plan.seed) if options.sampler == "random"
+                       else optuna.samplers.TPESampler(seed=plan.seed))
+            searcher = TaggedOptunaSearch(space=plan.define_by_run, metric=METRIC, mode="max",
+                                          points_to_evaluate=plan.points_to_evaluate() or None, sampler=sampler,
+                                          study_name=study_name, storage=optuna_rdb_storage(optuna_storage))
+            num_samples = plan.num_samples
         tune_config = tune.TuneConfig(metric=METRIC, mode="max", search_alg=searcher, scheduler=_scheduler(plan),
-                                      num_samples=plan.num_samples, reuse_actors=True,
+                                      num_samples=num_samples, reuse_actors=True,
                                       max_concurrent_trials=_max_concurrent(plan, self.cluster))
-        return trial_records(self._tuner("search", tune_config).fit(), plan)
+        stopper = TotalStepsStopper(options.max_total_steps) if options.max_total_steps else None
+        return trial_records(self._tuner("search", tune_config, param_space, stopper=stopper).fit(), plan)
 
     def confirm_stage(self, entries: list[dict]) -> list[TrialRecord]:
         specs = [TrialSpec(entry["sampled"], seed, "confirm") for entry in entries for seed in entry["seeds_to_run"]]

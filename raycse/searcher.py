@@ -1,10 +1,13 @@
-"""Ray Tune's OptunaSearch, writing each Ray trial's id into its Optuna trial (user attribute `ray_trial_id`), so
-that the persistent study, MLflow's child runs (tag raycse.trial_id) and the search summary join on one id.
+"""Tune objects of the search stage that Tune pickles with the experiment state (so: importable classes).
 
-A module of its own because Tune pickles the searcher with the experiment state: the class must be importable.
+TaggedOptunaSearch: Ray Tune's OptunaSearch, writing each Ray trial's id into its Optuna trial (user attribute
+`ray_trial_id`), so that the persistent study, MLflow's child runs (tag raycse.trial_id) and the search summary
+join on one id. TotalStepsStopper: a budget in training steps for the whole search stage, so that search
+strategies can be compared at equal compute (benchmarks/search_quality.py).
 """
 from __future__ import annotations
 
+from ray import tune
 from ray.tune.search.optuna import OptunaSearch
 
 RAY_TRIAL_ID = "ray_trial_id"
@@ -16,3 +19,18 @@ class TaggedOptunaSearch(OptunaSearch):
         if trial_id in self._ot_trials:
             self._ot_trials[trial_id].set_user_attr(RAY_TRIAL_ID, trial_id)
         return config
+
+
+class TotalStepsStopper(tune.Stopper):
+    """Stops every trial once the trials' latest reported steps add up to `max_total_steps`."""
+
+    def __init__(self, max_total_steps: int):
+        self.max_total_steps = max_total_steps
+        self.steps: dict[str, int] = {}
+
+    def __call__(self, trial_id: str, result: dict) -> bool:
+        self.steps[trial_id] = max(self.steps.get(trial_id, 0), int(result.get("step", 0)))
+        return False
+
+    def stop_all(self) -> bool:
+        return sum(self.steps.values()) >= self.max_total_steps

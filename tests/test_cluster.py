@@ -335,7 +335,7 @@ def run_search(storage_path: Path, model_dir: Path) -> list[str]:
 
     space = storage_path.parent / "fake-cluster.yaml"
     space.write_text(FAKE_CLUSTER_SPACE.format(model=model_dir))
-    assert main(["search", "--space", str(space), "--storage-path", str(storage_path),
+    assert main(["search", "--space", str(space), "--storage-path", str(storage_path), "--no-confirm",
                  "--tracking-uri", f"sqlite:///{storage_path.parent}/mlflow.db"]) == 0
     return trial_node_ids()
 

@@ -219,10 +219,10 @@ def test_raycse_training_on_two_workers_matches_one_worker(ray_cluster, no_dropo
     assert written["config"]["workers"] == 2 and written["config"]["batch_size"] == 4
     assert [point["step"] for point in written["dev_curve"]] == [2, 4]
     assert (tmp_path / "two" / "best" / "config.json").is_file()
-    assert two["best_stsb_dev"] == written["best_stsb_dev"]
+    assert two["best_objective"] == written["best_objective"]
 
     one = train(TrainConfig(batch_size=8, workers=1, output_dir=str(tmp_path / "one"), **common).validate())
     assert one["world_size"] == 1
     for point_two, point_one in zip(written["dev_curve"], one["dev_curve"], strict=True):
         assert point_two["train_loss"] == pytest.approx(point_one["train_loss"], rel=1e-4)
-        assert point_two["stsb_dev"] == pytest.approx(point_one["stsb_dev"], abs=0.01)
+        assert point_two["objective"] == pytest.approx(point_one["objective"], abs=0.01)

@@ -1,6 +1,12 @@
-"""`raycse search` end to end: a real Ray runtime, real Optuna, a real SQLite MLflow store, a tiny BERT."""
+"""`raycse search` end to end: a real Ray runtime, real Optuna, a real SQLite MLflow store, a tiny BERT.
+
+One search runs every stage (baseline, search, confirmation over seeds, test, record); others check divergence,
+crashes, resuming after a kill in either stage, and two searches sharing one MLflow store.
+"""
 from __future__ import annotations
 
+import json
+import math
 import os
 import signal
 import subprocess
@@ -13,36 +19,50 @@ from mlflow.tracking import MlflowClient
 
 from raycse.cli import main
 
+pytestmark = pytest.mark.slow
+
 SPACE = """\
 experiment: {experiment}
 model: {model}
 loss: focal
-train: {{batch_size: 8, max_steps: 4, eval_steps: 2, max_sentences: 160}}
+train: {{batch_size: 8, max_steps: {steps}, eval_steps: 2, max_sentences: 160, lr: 1.0e-4}}
 space:
   tau: {{type: loguniform, low: 0.02, high: 0.2}}
   m: {{type: uniform, low: 0.0, high: 0.6}}
   {extra}
 published: {{tau: 0.07, m: 0.3}}
-search: {{num_samples: {num_samples}, seed: {seed}, test_eval: {test_eval}, scheduler: {{name: fifo}}}}
+search: {{num_samples: {num_samples}, seed: {seed}, test_eval: {test_eval}, scheduler: {{name: fifo}},
+         confirm: {{top_k: 1, seeds: 2}}}}
 resources: {{workers: 1, cpus_per_worker: 2}}
+paper:
+  focal: {{STS12: [68.50, 0.08], avg: [77.33, 0.08]}}
 """
 
 
 def write_space(tmp_path: Path, model: Path, experiment: str, num_samples: int, test_eval: str = "best",
-                extra: str = "", seed: int = 0) -> Path:
+                extra: str = "", seed: int = 0, steps: int = 4) -> Path:
     path = tmp_path / f"{experiment}.yaml"
     path.write_text(SPACE.format(experiment=experiment, model=model, num_samples=num_samples, test_eval=test_eval,
-                                 extra=extra, seed=seed))
+                                 extra=extra, seed=seed, steps=steps))
     return path
 
 
-def child_runs(client: MlflowClient, experiment: str) -> tuple[object, list]:
+def search_args(tmp_path: Path, space: Path, *extra: str) -> list[str]:
+    return ["search", "--space", str(space), "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}",
+            "--storage-path", str(tmp_path / "ray"), *extra]
+
+
+def runs_of(client: MlflowClient, experiment: str) -> tuple[object, list]:
     exp = client.get_experiment_by_name(experiment)
-    runs = client.search_runs([exp.experiment_id], max_results=100)
+    runs = client.search_runs([exp.experiment_id], max_results=1000)
     parents = [r for r in runs if "raycse.search" in r.data.tags]
     assert len(parents) == 1, "exactly one parent run per search"
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parents[0].info.run_id]
     return parents[0], children
+
+
+def summary_of(client: MlflowClient, parent, tmp_path: Path) -> dict:
+    return json.loads(Path(client.download_artifacts(parent.info.run_id, "search_summary.json", str(tmp_path))).read_text())
 
 
 @pytest.fixture
@@ -53,55 +73,82 @@ def ray_session():
     ray.shutdown()
 
 
-@pytest.mark.timeout(600)
-def test_two_trial_search_records_runs_params_metrics_and_checkpoint(tmp_path, tiny_bert_dir, ray_session, capsys):
+@pytest.mark.timeout(900)
+def test_a_search_runs_every_stage_and_records_the_answer(tmp_path, tiny_bert_dir, ray_session, capsys,
+                                                          monkeypatch):
+    import optuna
+
+    monkeypatch.chdir(tmp_path)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     space = write_space(tmp_path, tiny_bert_dir, "tiny-search", num_samples=2)
-    code = main(["search", "--space", str(space), "--tracking-uri", uri, "--storage-path", str(tmp_path / "ray")])
+    assert main(search_args(tmp_path, space)) == 0
     out = capsys.readouterr().out
-    assert code == 0
-    assert "CPU budget" in out or "cpu budget" in out  # no GPU here, and the output says so
-    assert "Best checkpoint:" in out
+    assert "CPU budget" in out  # no GPU here, and the output says so
+    for words in ("Baseline (untouched model):", "Confirmation:", "Verdict:", "95% interval", "Time:"):
+        assert words in out, words
 
     client = MlflowClient(tracking_uri=uri)
-    parent, children = child_runs(client, "tiny-search")
+    parent, children = runs_of(client, "tiny-search")
     assert parent.info.status == "FINISHED"
-    assert len(children) == 2
+    by_stage = {stage: [r for r in children if r.data.tags["raycse.stage"] == stage] for stage in ("search", "confirm")}
+    assert len(by_stage["search"]) == 2 and all(r.data.tags["raycse.seed"] == "42" for r in by_stage["search"])
     for run in children:
-        assert run.info.status == "FINISHED"
-        assert {"tau", "m", "lr", "batch_size"} <= set(run.data.params)
-        history = client.get_metric_history(run.info.run_id, "stsb_dev")
+        assert run.info.status == "FINISHED" and run.data.tags["raycse.status"] == "finished"
+        assert {"tau", "m", "lr", "batch_size", "pooler", "max_grad_norm", "seed"} <= set(run.data.params)
+        history = client.get_metric_history(run.info.run_id, "objective")
         assert [m.step for m in history] == [2, 4]  # step-indexed dev curve, scored twice
-        assert all(-100 <= m.value <= 100 for m in history)
-        assert run.data.tags["raycse.status"] == "finished"
     # the paper's point runs first, so the search can only improve on it
-    published = [r for r in children if float(r.data.params["tau"]) == 0.07 and float(r.data.params["m"]) == 0.3]
+    published = [r for r in by_stage["search"] if float(r.data.params["tau"]) == 0.07]
     assert len(published) == 1
 
-    # the best checkpoint is an artifact of the parent, registered as a model version, and loads
+    # the confirmation stage: the best configuration and the published point, each with 2 seeds (42 from the
+    # search stage when that run finished, 43 retrained)
+    summary = summary_of(client, parent, tmp_path)
+    confirmation = summary["confirmation"]
+    assert 1 <= len(confirmation) <= 2 and any(c["is_published"] for c in confirmation)
+    for config in confirmation:
+        assert config["seeds"] == [42, 43] and config["n"] == 2
+        runs = [r for r in children if r.data.tags["raycse.config_key"] == config["config_key"]]
+        assert sorted(int(r.data.tags["raycse.seed"]) for r in runs) == [42, 43]
+        assert sorted(config["values"]) == sorted(r.data.metrics["best_objective"] for r in runs)
+    assert all(r.data.tags["raycse.seed"] == "43" for r in by_stage["confirm"])
+    winner = summary["winner"]
+    assert parent.data.metrics["best_objective"] == pytest.approx(winner["mean"])
+    assert winner["mean"] == pytest.approx(max(c["mean"] for c in confirmation))
+    assert winner["sentence"] and winner["sentence"] in out
+    assert parent.data.metrics["baseline_objective"] == pytest.approx(summary["baseline"]["objective"])
+    for key in ("STS12", "STS16", "STSBenchmark", "SICKRelatedness", "avg"):
+        assert summary["winner_test"][key]["n"] == 2  # the winner's seven test tasks over its seeds
+        assert parent.data.metrics[key] == pytest.approx(summary["winner_test"][key]["mean"])
+    assert summary["paper"]["figures"]["avg"] == {"mean": 77.33, "std": 0.08}
+
+    # time: the driver's phases add up to the wall clock, and the trials' own time is there
+    metrics = parent.data.metrics
+    phases = sum(v for k, v in metrics.items() if k.startswith("time_") and k != "time_total_s")
+    assert phases == pytest.approx(metrics["time_total_s"], rel=0.05)
+    assert metrics["trial_train_s"] > 0 and metrics["trial_eval_s"] > 0 and 0 < metrics["slot_utilisation"] <= 1
+
+    # the Optuna study persists beside the MLflow store, with Ray's trial ids
+    study = optuna.load_study(study_name="tiny-search", storage=f"sqlite:///{tmp_path / 'optuna.db'}")
+    assert len(study.trials) == 2
+    assert {t.user_attrs["ray_trial_id"] for t in study.trials} == {r.data.tags["raycse.trial_id"]
+                                                                     for r in by_stage["search"]}
+
+    # the best checkpoint is an artifact of the parent, registered, loadable; the report page is there too
     artifacts = {a.path for a in client.list_artifacts(parent.info.run_id, "best_checkpoint")}
     assert {"best_checkpoint/config.json", "best_checkpoint/modules.json"} <= artifacts
-    assert any(a.path.endswith(".yaml") for a in client.list_artifacts(parent.info.run_id))
+    assert "report/index.html" in {a.path for a in client.list_artifacts(parent.info.run_id, "report")}
+    assert (tmp_path / "report" / "index.html").is_file()
     versions = client.search_model_versions("name='tiny-search'")
     assert len(versions) == 1 and versions[0].run_id == parent.info.run_id
-    best_dev = parent.data.metrics["best_stsb_dev"]
-    assert best_dev == pytest.approx(max(r.data.metrics["best_stsb_dev"] for r in children))
-    for key in ("STS12", "STS16", "STSBenchmark", "SICKRelatedness", "avg"):
-        assert key in parent.data.metrics  # test_eval: best -> the best checkpoint's seven figures
 
     from sentence_transformers import SentenceTransformer
 
     local = client.download_artifacts(parent.info.run_id, "best_checkpoint", str(tmp_path / "dl"))
     assert SentenceTransformer(local, device="cpu").encode(["a test sentence"]).shape == (1, 32)
 
-    # `raycse report` reads the same experiment back: the trial table and the plots
-    report_dir = tmp_path / "report"
-    assert main(["report", "tiny-search", "--tracking-uri", uri, "--output-dir", str(report_dir)]) == 0
-    out = capsys.readouterr().out
-    assert "2 trials" in out and "tau" in out and "best dev" in out
-    plots = {p.name for p in report_dir.glob("*.png")}
-    assert {"dev_curves.png", "objective_vs_tau.png", "objective_vs_m.png"} <= plots
-    assert all((report_dir / name).stat().st_size > 1000 for name in plots)
+    assert main(["report", "tiny-search", "--tracking-uri", uri, "--output-dir", str(tmp_path / "again")]) == 0
+    assert (tmp_path / "again" / "index.html").is_file()
     assert main(["report", "no-such-experiment", "--tracking-uri", uri]) == 2
 
 
@@ -116,15 +163,16 @@ def bad_then_good_search(tmp_path: Path, model: Path, experiment: str, param: st
                         extra=f"{param}: {{type: categorical, choices: [{as_yaml(bad)}, {as_yaml(good)}]}}")
     space.write_text(space.read_text().replace("published: {tau: 0.07, m: 0.3}",
                                                f"published: {{tau: 0.07, m: 0.3, {param}: {as_yaml(bad)}}}"))
-    assert main(["search", "--space", str(space), "--tracking-uri", uri, "--storage-path", str(tmp_path / "ray")]) == 0
-    _, children = child_runs(MlflowClient(tracking_uri=uri), experiment)
+    assert main(search_args(tmp_path, space, "--no-confirm")) == 0
+    _, children = runs_of(MlflowClient(tracking_uri=uri), experiment)
     runs = {type(bad)(r.data.params[param]): r for r in children}
     assert sorted(runs) == sorted([bad, good])
     return runs
 
 
 @pytest.mark.timeout(600)
-def test_a_diverging_trial_is_recorded_and_the_search_goes_on(tmp_path, tiny_bert_dir, ray_session):
+def test_a_diverging_trial_is_recorded_and_the_search_goes_on(tmp_path, tiny_bert_dir, ray_session, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     # lr 1e30 blows the weights up to inf within a step or two
     runs = bad_then_good_search(tmp_path, tiny_bert_dir, "diverge", "lr", 1.0e30, 3.0e-5)
     assert runs[1e30].info.status == "FAILED"
@@ -134,7 +182,9 @@ def test_a_diverging_trial_is_recorded_and_the_search_goes_on(tmp_path, tiny_ber
 
 
 @pytest.mark.timeout(600)
-def test_a_trial_that_raises_is_recorded_as_failed_and_the_search_goes_on(tmp_path, tiny_bert_dir, ray_session):
+def test_a_trial_that_raises_is_recorded_as_failed_and_the_search_goes_on(tmp_path, tiny_bert_dir, ray_session,
+                                                                          monkeypatch):
+    monkeypatch.chdir(tmp_path)
     # batch 100000 passes validation but the 160 sentences hold no such batch: that trial raises at run time
     # (and is retried once by Tune's FailureConfig)
     runs = bad_then_good_search(tmp_path, tiny_bert_dir, "raises", "batch_size", 100000, 8)
@@ -143,43 +193,109 @@ def test_a_trial_that_raises_is_recorded_as_failed_and_the_search_goes_on(tmp_pa
     assert runs[8].data.tags["raycse.status"] == "finished"
 
 
-def _run_cli(args: list[str], log: Path) -> subprocess.Popen:
+# ------------------------------------------------------------------------------------------------ resuming
+def start_cli(args: list[str], log: Path, cwd: Path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     return subprocess.Popen([sys.executable, "-m", "raycse.cli", *args], stdout=log.open("w"), stderr=subprocess.STDOUT,
-                            env=env, start_new_session=True)
+                            env=env, cwd=cwd, start_new_session=True)
 
 
-@pytest.mark.timeout(900)
-def test_resume_after_the_driver_is_killed(tmp_path, tiny_bert_dir):
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    space = write_space(tmp_path, tiny_bert_dir, "killed", num_samples=3, test_eval="none")
-    args = ["search", "--space", str(space), "--tracking-uri", uri, "--storage-path", str(tmp_path / "ray")]
-    log = tmp_path / "first.log"
-    driver = _run_cli(args, log)
-    deadline = time.time() + 400
-    while time.time() < deadline and driver.poll() is None and "finished: best" not in log.read_text():
-        time.sleep(0.5)
-    assert driver.poll() is None, "the search ended before it could be killed:\n" + log.read_text()[-3000:]
-    os.killpg(driver.pid, signal.SIGKILL)  # the driver and the Ray runtime it started, mid-search
+def kill_when(driver: subprocess.Popen, log: Path, ready, timeout: float = 500) -> str:
+    """SIGKILL the driver and the Ray runtime it started the moment `ready(log text)` holds."""
+    deadline = time.time() + timeout
+    while time.time() < deadline and driver.poll() is None and not ready(log.read_text()):
+        time.sleep(0.05)
+    text = log.read_text()
+    assert driver.poll() is None, "the search ended before it could be killed:\n" + text[-3000:]
+    os.killpg(driver.pid, signal.SIGKILL)
     driver.wait()
+    return text
 
+
+def resume(args: list[str], cwd: Path) -> str:
     resumed = subprocess.run([sys.executable, "-m", "raycse.cli", *args, "--resume"], capture_output=True, text=True,
-                             timeout=600, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                             timeout=600, cwd=cwd, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     assert "Resuming search" in resumed.stdout
+    return resumed.stdout
 
+
+def finished_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if "finished: best objective" in line]
+
+
+@pytest.mark.timeout(1200)
+def test_a_finished_trial_is_never_run_again_after_a_kill(tmp_path, tiny_bert_dir):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    space = write_space(tmp_path, tiny_bert_dir, "killed", num_samples=3, test_eval="none")
+    args = search_args(tmp_path, space, "--no-confirm")
+    before = kill_when(start_cli(args, tmp_path / "first.log", tmp_path), tmp_path / "first.log",
+                       lambda text: len(finished_lines(text)) >= 1)
+    done = finished_lines(before)[0].split()[1]  # the trial whose completion MLflow recorded just before the kill
+
+    after = resume(args, tmp_path)
+    assert not [line for line in after.splitlines() if line.startswith(f"trial {done} ") and " step " in line], \
+        f"trial {done} trained again after --resume:\n{after}"
     client = MlflowClient(tracking_uri=uri)
-    _, children = child_runs(client, "killed")
+    parent, children = runs_of(client, "killed")
     trial_ids = [r.data.tags["raycse.trial_id"] for r in children]
     assert len(trial_ids) == 3 and len(set(trial_ids)) == 3  # no lost and no duplicated trial
-    assert all(r.info.status != "RUNNING" for r in children)
-    assert all(r.data.tags.get("raycse.status") == "finished" for r in children)
-    assert child_runs(client, "killed")[0].info.status == "FINISHED"
+    assert all(r.info.status == "FINISHED" and r.data.tags["raycse.status"] == "finished" for r in children)
+    finished_run = next(r for r in children if r.data.tags["raycse.trial_id"] == done)
+    assert [m.step for m in client.get_metric_history(finished_run.info.run_id, "objective")] == [2, 4]
+    assert parent.info.status == "FINISHED"
+
+
+@pytest.mark.timeout(1200)
+def test_resume_during_the_confirmation_stage(tmp_path, tiny_bert_dir):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    space = write_space(tmp_path, tiny_bert_dir, "confirm-kill", num_samples=2, test_eval="none", steps=8)
+    args = search_args(tmp_path, space)
+    # killed mid-trial in the confirmation stage, after that trial's first evaluation (step 2 of 8)
+    before = kill_when(start_cli(args, tmp_path / "first.log", tmp_path), tmp_path / "first.log",
+                       lambda text: any(" confirm " in line and " step      2 " in line for line in text.splitlines()))
+    search_trials = {line.split()[1] for line in finished_lines(before)}
+    interrupted = next(line.split()[1] for line in before.splitlines() if " confirm " in line and " step " in line)
+
+    after = resume(args, tmp_path)
+    assert not [line for line in after.splitlines() if " search " in line and " step " in line]  # search stage: done
+    steps = [int(line.split(" step ")[1].split()[0]) for line in after.splitlines()
+             if line.startswith(f"trial {interrupted} ") and " step " in line]
+    assert steps and steps[0] > 2, after  # the interrupted trial went on from its step-2 checkpoint, not from 0
+
+    client = MlflowClient(tracking_uri=uri)
+    parent, children = runs_of(client, "confirm-kill")
+    assert {r.data.tags["raycse.trial_id"] for r in children if r.data.tags["raycse.stage"] == "search"} == \
+        search_trials
+    confirm_runs = [r for r in children if r.data.tags["raycse.stage"] == "confirm"]
+    assert confirm_runs and all(r.data.tags["raycse.status"] == "finished" for r in confirm_runs)
+    assert len({(r.data.tags["raycse.config_key"], r.data.tags["raycse.seed"]) for r in confirm_runs}) == \
+        len(confirm_runs)  # no configuration-seed pair ran twice
+    summary = summary_of(client, parent, tmp_path)
+    assert all(c["n"] == 2 for c in summary["confirmation"])
+    assert parent.data.metrics["best_objective"] == pytest.approx(summary["winner"]["mean"])
 
 
 def test_resume_without_a_search_is_a_clean_error(tmp_path, tiny_bert_dir, capsys):
     space = write_space(tmp_path, tiny_bert_dir, "nothing", num_samples=1)
-    code = main(["search", "--space", str(space), "--storage-path", str(tmp_path / "ray"), "--resume",
-                 "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}"])
-    assert code == 2
+    assert main(search_args(tmp_path, space, "--resume")) == 2
     assert "no search to resume" in capsys.readouterr().err
+
+
+@pytest.mark.timeout(1200)
+def test_two_searches_at_once_share_one_mlflow_store(tmp_path, tiny_bert_dir):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    drivers = []
+    for name in ("first", "second"):
+        space = write_space(tmp_path, tiny_bert_dir, name, num_samples=2, test_eval="none")
+        args = search_args(tmp_path, space, "--no-confirm", "--storage-path", str(tmp_path / f"ray-{name}"))
+        drivers.append((start_cli(args, tmp_path / f"{name}.log", tmp_path), tmp_path / f"{name}.log"))
+    for driver, log in drivers:
+        assert driver.wait(timeout=900) == 0, log.read_text()[-3000:]
+    client = MlflowClient(tracking_uri=uri)
+    for name in ("first", "second"):
+        parent, children = runs_of(client, name)
+        assert parent.info.status == "FINISHED" and len(children) == 2
+        assert all(r.info.status == "FINISHED" for r in children)
+        assert all(len(client.get_metric_history(r.info.run_id, "objective")) == 2 for r in children)
+        assert math.isfinite(parent.data.metrics["best_objective"])

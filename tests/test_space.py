@@ -23,7 +23,7 @@ published: {tau: 0.07, m: 0.3}
 
 def test_shipped_space_files_validate():
     names = {p.stem for p in SHIPPED}
-    assert {"simcse", "focal", "imsimcse", "dclr", "barlow", "all"} <= names
+    assert {"simcse", "focal", "imsimcse", "dclr", "barlow", "all", "simcse-sup", "triplet"} <= names
     for path in SHIPPED:
         space = load_space(path)
         assert space.points_to_evaluate(), f"{path.name} evaluates no published point"
@@ -32,8 +32,45 @@ def test_shipped_space_files_validate():
 
 def test_focal_space_centres_on_the_paper():
     space = load_space(ROOT / "search_spaces" / "focal.yaml")
-    assert space.points_to_evaluate() == [{"tau": 0.07, "m": 0.3}]
-    assert set(space.families["focal"].space) == {"tau", "m"}
+    assert space.points_to_evaluate() == [{"tau": 0.07, "m": 0.3, "lr": 3e-5}]
+    assert set(space.families["focal"].space) == {"tau", "m", "lr"}
+    assert space.paper["focal"]["avg"] == {"mean": 77.33, "std": 0.08}  # the paper's mean ± std over seeds
+
+
+def test_every_shipped_space_searches_the_learning_rate_over_a_decade_and_uses_the_models_pooler():
+    for path in SHIPPED:
+        space = load_space(path)
+        assert space.base.pooler == "auto", path.name  # all-MiniLM-L6-v2's own mean pooling
+        assert space.base.poolers() == ("avg", "avg"), path.name
+        assert space.base.max_grad_norm == 1.0, path.name
+        for name, family in space.families.items():
+            lr = family.space["lr"]
+            assert lr.kind == "loguniform" and lr.high / lr.low >= 10, (path.name, name)
+
+
+def test_imsimcse_searches_the_parametrisation_the_paper_measured():
+    family = load_space(ROOT / "search_spaces" / "imsimcse.yaml").families["imsimcse"]
+    assert "pos_ratio" in family.space and "m" not in family.space
+    assert family.published["pos_ratio"] == 0.9
+
+
+def test_supervised_spaces_run_offline_on_the_sick_demonstration_set():
+    from raycse.trainer import load_examples
+
+    for name, loss in (("simcse-sup", "simcse-sup"), ("triplet", "triplet")):
+        space = load_space(ROOT / "search_spaces" / f"{name}.yaml")
+        config = space.with_cpu_budget().trial_config(space.published_sampled())
+        assert config.loss == loss and config.sup_data == "sick-train"
+        assert len(load_examples(config)) >= config.batch_size * 4
+
+
+def test_cpu_budget_space_overrides_drop_a_searched_batch_size():
+    space = load_space(ROOT / "search_spaces" / "simcse.yaml")
+    assert "batch_size" in space.families["simcse"].space
+    cpu = space.with_cpu_budget()
+    assert "batch_size" not in cpu.families["simcse"].space and "batch_size" not in cpu.families["simcse"].published
+    assert cpu.trial_config(cpu.published_sampled()).batch_size == 16
+    assert "batch_size" in space.families["simcse"].space  # the original is left as it was
 
 
 def test_conditional_space_prefixes_family_parameters():
@@ -81,6 +118,14 @@ def test_define_by_run_with_real_optuna():
     ("loss: focal\ncorpus: /no/such/corpus.txt\n", "/no/such/corpus.txt"),
     ("loss: focal\nmodel: /no/such/model\n", "/no/such/model"),
     ("loss: focal\ncpu_budget: {train: {max_stepz: 3}}\n", "cpu_budget.train.max_stepz"),
+    # a published point outside its own searched range (issue 17)
+    ("loss: focal\nspace: {tau: {type: uniform, low: 0.1, high: 0.2}}\npublished: {tau: 0.07}\n", "published.tau"),
+    ("loss: focal\nspace: {m: {type: categorical, choices: [0.1, 0.2]}}\npublished: {m: 0.3}\n", "published.m"),
+    ("loss: focal\nsearch: {confirm: {seeds: 0}}\n", "search.confirm.seeds"),
+    ("loss: focal\nsearch: {confirm: {top_k: 1, seedz: 3}}\n", "search.confirm.seedz"),
+    ("loss: focal\npaper: {focal: {STS12: [68.5, 0.1, 2]}}\n", "paper.focal.STS12"),
+    ("loss: focal\nobjective: no_such_objective\n", "no_such_objective"),
+    ("loss: simcse-sup\ntrain: {sup_data: /no/nli.csv}\n", "/no/nli.csv"),
 ])
 def test_bad_space_files_name_the_culprit(tmp_path, text, culprit):
     path = tmp_path / "bad.yaml"
@@ -119,12 +164,17 @@ def test_good_space_round_trip(tmp_path):
     assert (config.loss, config.hparams, config.batch_size) == ("focal", {"tau": 0.1, "m": 0.2}, 8)
 
 
-def test_cpu_budgets_score_every_trial_on_stsb_dev_at_least_twice():
+def test_cpu_budgets_score_every_trial_at_least_twice():
+    from raycse.data import GlobalBatches
+    from raycse.trainer import load_examples
+
     for path in SHIPPED:
-        space = load_space(path)
-        space.apply_cpu_budget()
+        space = load_space(path).with_cpu_budget()
         assert space.budget == "cpu" and space.num_samples >= 4
-        evals = space.base.max_steps // space.base.eval_steps
+        steps = space.base.max_steps or len(GlobalBatches(load_examples(space.base), space.base.batch_size, 0)) * \
+            space.base.epochs
+        evals = steps // space.base.eval_steps
         assert evals >= 2, path.name
+        assert space.confirm is not None and space.confirm.seeds >= 2, path.name  # the answer has an interval
         # ASHA may stop a trial only after grace_evals evaluations
         assert space.scheduler["name"] == "fifo" or space.scheduler["grace_evals"] >= 2, path.name
