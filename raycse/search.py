@@ -89,6 +89,7 @@ class TrialRecord:
     checkpoint: str | None  # the trial's best model directory (a path, or a URI on remote storage)
     test: dict[str, float] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
+    ended_at: float = 0.0  # the wall-clock time (time.time()) of the trial's last result
 
 
 @dataclass
@@ -221,9 +222,9 @@ def _make_callback_class():
                 self.tracker.end_run(run_id, "FAILED")
                 return
             status = STATUSES["finished"] if last.get("final") else STATUSES["stopped"]
-            self.log(f"trial {trial.trial_id}  {status}: best objective {last.get('best_objective', math.nan):.2f}")
             self.tracker.set_tags(run_id, {STATUS_TAG: status, **tags})
-            self.tracker.end_run(run_id, "FINISHED")
+            self.tracker.end_run(run_id, "FINISHED")  # from here on the trial is done, whatever happens to the driver
+            self.log(f"trial {trial.trial_id}  {status}: best objective {last.get('best_objective', math.nan):.2f}")
 
         def on_trial_error(self, iteration, trials, trial, **info):
             run_id = self._run(trial)
@@ -342,6 +343,10 @@ def run_search(space: SearchSpace, options: SearchOptions, log=say) -> SearchOut
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # its reporter prints tables even at verbose=0
+    if "://" not in options.storage_path:
+        # Tune's snapshot of which checkpoint each trial has reached, at most a second old when the driver dies
+        # (its default waits longer on a local disk, where a snapshot costs next to nothing)
+        os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "1")
     logging.getLogger("ray.tune").setLevel(logging.WARNING)
     clock = PhaseClock(options.started_at)
     with clock.phase("setup"):
@@ -523,7 +528,12 @@ class StageRunner:
     log: Any
 
     def _tuner(self, stage: str, tune_config, param_space: dict | None = None, stopper=None):
-        """A new Tuner for `stage`, or the restored one when the stage's experiment exists (--resume)."""
+        """A new Tuner for `stage`, or the restored one when the stage's experiment exists (--resume).
+
+        `tune_config` is a function returning the TuneConfig, called for a new experiment only: a restored one
+        brings back its own searcher, and building another (OptunaSearch enqueues the published point into the
+        persistent study when built) would change the study.
+        """
         from ray import tune
 
         trainable = tune.with_resources(tune.with_parameters(run_trial, space=self.plan, context=self.context),
@@ -538,7 +548,7 @@ class StageRunner:
         callback = _make_callback_class()(self.options.tracking_uri, self.plan.experiment, self.parent_run_id,
                                           self.plan, self.log)
         return tune.Tuner(
-            trainable, param_space=param_space, tune_config=tune_config,
+            trainable, param_space=param_space, tune_config=tune_config(),
             run_config=tune.RunConfig(
                 name=name, storage_path=self.storage, callbacks=[callback], verbose=0, stop=stopper,
                 checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
@@ -550,10 +560,12 @@ class StageRunner:
         """A FIFO Tune config that runs exactly these trials (stage 0, the confirmation)."""
         from ray import tune
 
-        return tune.TuneConfig(metric=METRIC, mode="max", num_samples=1, reuse_actors=True,
-                               max_concurrent_trials=_max_concurrent(
-                                   dataclasses.replace(self.plan, num_samples=len(specs)), self.cluster)), \
-            {"raycse_trial": tune.grid_search([spec.as_tune_config()["raycse_trial"] for spec in specs])}
+        def tune_config():
+            return tune.TuneConfig(metric=METRIC, mode="max", num_samples=1, reuse_actors=True,
+                                   max_concurrent_trials=_max_concurrent(
+                                       dataclasses.replace(self.plan, num_samples=len(specs)), self.cluster))
+
+        return tune_config, {"raycse_trial": tune.grid_search([spec.as_tune_config()["raycse_trial"] for spec in specs])}
 
     def search_stage(self, optuna_storage: str, study_name: str) -> list[TrialRecord]:
         import optuna
@@ -564,20 +576,22 @@ class StageRunner:
         from raycse.searcher import TotalStepsStopper
 
         plan, options = self.plan, self.options
-        param_space = None
-        if options.sampler == "grid":  # a hand-written grid: every combination once, no searcher
-            searcher, num_samples = None, 1
-            param_space = {name: tune.grid_search(list(values)) for name, values in (options.grid or {}).items()}
-        else:
-            sampler = (optuna.samplers.RandomSampler(seed=plan.seed) if options.sampler == "random"
-                       else optuna.samplers.TPESampler(seed=plan.seed))
-            searcher = TaggedOptunaSearch(space=plan.define_by_run, metric=METRIC, mode="max",
-                                          points_to_evaluate=plan.points_to_evaluate() or None, sampler=sampler,
-                                          study_name=study_name, storage=optuna_rdb_storage(optuna_storage))
-            num_samples = plan.num_samples
-        tune_config = tune.TuneConfig(metric=METRIC, mode="max", search_alg=searcher, scheduler=_scheduler(plan),
-                                      num_samples=num_samples, reuse_actors=True,
-                                      max_concurrent_trials=_max_concurrent(plan, self.cluster))
+        grid = options.sampler == "grid"  # a hand-written grid: every combination once, no searcher
+        param_space = {name: tune.grid_search(list(values)) for name, values in (options.grid or {}).items()} \
+            if grid else None
+
+        def tune_config():
+            searcher = None
+            if not grid:
+                sampler = (optuna.samplers.RandomSampler(seed=plan.seed) if options.sampler == "random"
+                           else optuna.samplers.TPESampler(seed=plan.seed))
+                searcher = TaggedOptunaSearch(space=plan.define_by_run, metric=METRIC, mode="max",
+                                              points_to_evaluate=plan.points_to_evaluate() or None, sampler=sampler,
+                                              study_name=study_name, storage=optuna_rdb_storage(optuna_storage))
+            return tune.TuneConfig(metric=METRIC, mode="max", search_alg=searcher, scheduler=_scheduler(plan),
+                                   num_samples=1 if grid else plan.num_samples, reuse_actors=True,
+                                   max_concurrent_trials=_max_concurrent(plan, self.cluster))
+
         stopper = TotalStepsStopper(options.max_total_steps) if options.max_total_steps else None
         return trial_records(self._tuner("search", tune_config, param_space, stopper=stopper).fit(), plan)
 
@@ -625,7 +639,8 @@ def trial_records(grid, plan: SearchSpace) -> list[TrialRecord]:
             best_step=int(metrics.get("best_step", 0) or 0), steps=int(metrics.get("step", 0) or 0),
             status=STATUSES[status], checkpoint=_best_dir(result),
             test={k: metrics[k] for k in TEST_KEYS if k in metrics},
-            timings={k: float(metrics.get(k, 0.0)) for k in TIMING_KEYS}))
+            timings={k: float(metrics.get(k, 0.0)) for k in TIMING_KEYS},
+            ended_at=float(metrics.get("timestamp", 0.0))))
     return sorted(records, key=lambda r: r.trial_id)
 
 
@@ -717,8 +732,7 @@ def verdict(winner: ConfirmedConfig | None, confirmation: list[ConfirmedConfig],
     if winner is None:
         return "No configuration produced a score: see the failed trials."
     mean = winner.summary.mean
-    over = (f"over {winner.summary.n} seed{'s' if winner.summary.n > 1 else ''}" if plan.confirm
-            else "from a single seed (no confirmation stage: a difference below ~2 points can be seed noise)")
+    over = f"over {winner.summary.n} seed{'s' if winner.summary.n > 1 else ''}" if plan.confirm else "from one seed"
     parts = []
     if winner.is_published:
         parts.append(f"The published point is the best configuration (mean {mean:.2f} {over}); no searched "
@@ -754,6 +768,9 @@ def verdict(winner: ConfirmedConfig | None, confirmation: list[ConfirmedConfig],
         else:
             parts.append(f"No configuration beats the untouched model ({base:.2f}): training did not help at this "
                          "budget. The registered model is the winner's best checkpoint, not the untouched model.")
+    if not plan.confirm:
+        parts.append("No confirmation stage ran: one seed per configuration, and in this field one seed moves STS "
+                     "figures by up to ~2 points, so differences below that may be noise.")
     return " ".join(parts)
 
 

@@ -14,11 +14,30 @@ RAY_TRIAL_ID = "ray_trial_id"
 
 
 class TaggedOptunaSearch(OptunaSearch):
+    """Also safe on --resume: a trial that Optuna already holds as finished (told before a kill, then replayed by
+    raycse.trial) is neither reported nor told again, which the persistent study would refuse."""
+
     def suggest(self, trial_id: str):
         config = super().suggest(trial_id)
         if trial_id in self._ot_trials:
             self._ot_trials[trial_id].set_user_attr(RAY_TRIAL_ID, trial_id)
         return config
+
+    def _finished_in_study(self, trial_id: str) -> bool:
+        from optuna.trial import TrialState
+
+        trial = self._ot_trials.get(trial_id)
+        return trial is not None and self._ot_study._storage.get_trial(trial._trial_id).state != TrialState.RUNNING
+
+    def on_trial_result(self, trial_id: str, result: dict):
+        if not self._finished_in_study(trial_id):
+            super().on_trial_result(trial_id, result)
+
+    def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False):
+        if self._finished_in_study(trial_id):
+            self._completed_trials.add(trial_id)
+            return
+        super().on_trial_complete(trial_id, result, error)
 
 
 class TotalStepsStopper(tune.Stopper):

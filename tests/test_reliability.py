@@ -1,41 +1,173 @@
-"""Crash safety: a `raycse train` killed at any moment leaves the last complete best checkpoint loadable."""
+"""Nothing lost at any moment: a killed `raycse train` resumes to the uninterrupted result, a full disk leaves the
+previous checkpoint whole, and every broken input names its culprit with exit status 2."""
 from __future__ import annotations
 
+import errno
+import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
+from raycse.cli import main
 
-@pytest.mark.timeout(600)
-def test_kill_during_training_leaves_a_loadable_best_checkpoint(tmp_path, tiny_bert_dir):
+TRAIN = ["train", "--loss", "simcse", "--batch-size", "8", "--max-steps", "12", "--eval-steps", "2",
+         "--max-sentences", "160", "--lr", "1e-3", "--no-test-eval", "--no-mlflow"]
+
+
+def run_cli(args: list[str], **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "raycse.cli", *args], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONUNBUFFERED": "1"}, **kwargs)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_train_killed_at_an_evaluation_resumes_to_the_uninterrupted_result(tmp_path, tiny_bert_dir):
     from sentence_transformers import SentenceTransformer
-    from transformers import AutoModel
 
-    out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "raycse.cli", "train", "--model", str(tiny_bert_dir), "--loss", "simcse",
-           "--batch-size", "8", "--max-steps", "400", "--eval-steps", "1", "--max-sentences", "3200",
-           "--lr", "1e-3", "--no-test-eval", "--no-mlflow", "--output-dir", str(out)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+    model = ["--model", str(tiny_bert_dir)]
+    whole = run_cli([*TRAIN, *model, "--output-dir", str(tmp_path / "whole")])
+    assert whole.returncode == 0, whole.stderr[-2000:]
+
+    out = tmp_path / "killed"
+    proc = subprocess.Popen([sys.executable, "-m", "raycse.cli", *TRAIN, *model, "--output-dir", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True, text=True,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    deadline = time.time() + 300
-    while time.time() < deadline and not (out / "best" / "config.json").exists():
-        assert proc.poll() is None, proc.stdout.read().decode()[-2000:]
-        time.sleep(0.2)
-    # evaluations (and with lr 1e-3 often new best checkpoints) come every step: kill at an arbitrary moment
-    time.sleep(3.7)
-    assert proc.poll() is None, "training finished before it could be killed"
-    os.killpg(proc.pid, signal.SIGKILL)
+    for line in proc.stdout:  # each evaluation prints one line once its checkpoints are written
+        if line.startswith("step") and int(line.split()[1].split("/")[0]) >= 6:
+            os.killpg(proc.pid, signal.SIGKILL)
+            break
     proc.wait()
+    assert not (out / "results.json").exists()  # it did not finish
+    assert SentenceTransformer(str(out / "best"), device="cpu").encode(["loadable after a kill"]).shape == (1, 32)
 
-    best = out / "best"
-    assert AutoModel.from_pretrained(best).config.hidden_size == 32
-    embedding = SentenceTransformer(str(best), device="cpu").encode(["still loadable after a kill"])
-    assert embedding.shape == (1, 32)
-    assert not (out / "results.json").exists()  # the run did not finish, and says so by having no results
+    refused = run_cli([*TRAIN, *model, "--output-dir", str(out)])
+    assert refused.returncode == 2 and "--resume" in refused.stderr  # a non-empty directory needs --resume
+
+    resumed = run_cli([*TRAIN, *model, "--output-dir", str(out), "--resume"])
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    first_step = int(next(line for line in resumed.stdout.splitlines() if line.startswith("step")).split()[1]
+                     .split("/")[0])
+    assert first_step >= 8  # it went on from its last evaluation, not from step 0
+    expected = json.loads((tmp_path / "whole" / "results.json").read_text())
+    got = json.loads((out / "results.json").read_text())
+    assert got["best_objective"] == pytest.approx(expected["best_objective"], abs=0.01)
+    assert [p["step"] for p in got["dev_curve"]] == [p["step"] for p in expected["dev_curve"]]
+    for a, b in zip(got["dev_curve"], expected["dev_curve"]):
+        assert a["objective"] == pytest.approx(b["objective"], abs=0.01)
+
+    finished = run_cli([*TRAIN, *model, "--output-dir", str(out), "--resume"])
+    assert finished.returncode == 2 and "finished training" in finished.stderr
+
+
+def test_a_full_disk_while_checkpointing_leaves_the_previous_best_intact(tmp_path, tiny_bert_dir, monkeypatch):
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from transformers import BertModel
+
+    from raycse.config import TrainConfig
+    from raycse.trainer import CheckpointWriteError, train
+
+    evaluations = []
+
+    def failing_after_the_first_evaluation(real):
+        def write(obj, target, *args, **kwargs):  # half a file, then the disk is full
+            if not evaluations:
+                return real(obj, target, *args, **kwargs)
+            path = Path(target) / "model.safetensors" if Path(target).is_dir() else Path(target)
+            path.write_bytes(b"partial")
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return write
+
+    monkeypatch.setattr(torch, "save", failing_after_the_first_evaluation(torch.save))
+    monkeypatch.setattr(BertModel, "save_pretrained", failing_after_the_first_evaluation(BertModel.save_pretrained))
+    out = tmp_path / "run"
+    config = TrainConfig(model=str(tiny_bert_dir), batch_size=8, max_steps=8, eval_steps=2, max_sentences=160,
+                         lr=1e-2, test_eval=False, output_dir=str(out)).validate()
+    listing = {}
+
+    def on_eval(report):
+        evaluations.append(report.step)
+        listing.update({name: sorted(p.name for p in (out / name).iterdir()) for name in ("best", "last")})
+
+    with pytest.raises(CheckpointWriteError) as err:
+        train(config, on_eval=on_eval)
+    message = str(err.value)
+    assert "No space left on device" in message and str(out) in message and "\n" not in message
+    assert err.value.errno == errno.ENOSPC
+    assert evaluations == [2]
+    for name in ("best", "last"):  # the checkpoints of step 2, whole
+        assert sorted(p.name for p in (out / name).iterdir()) == listing[name]
+    assert SentenceTransformer(str(out / "best"), device="cpu").encode(["still here"]).shape == (1, 32)
+    assert not [p for p in out.iterdir() if p.name.startswith(".")]  # no half-written staging directory
+
+
+def test_the_command_line_says_a_full_disk_in_one_line(tmp_path, tiny_bert_dir, monkeypatch, capsys):
+    import raycse.model
+
+    def no_space(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(raycse.model, "replace_directory", no_space)
+    code = main([*TRAIN, "--model", str(tiny_bert_dir), "--max-steps", "2", "--output-dir", str(tmp_path / "run")])
+    err = capsys.readouterr().err.strip()
+    assert code == 1 and len(err.splitlines()) == 1, err
+    assert "No space left on device" in err and "checkpoint" in err and str(tmp_path / "run") in err
+
+
+def broken_models(source: Path, root: Path) -> dict[str, tuple[Path, str]]:
+    """Copies of a good model directory, each broken one way: {case: (directory, the file the error must name)}."""
+    cases = {}
+
+    def copy(name: str) -> Path:
+        target = root / name
+        shutil.copytree(source, target)
+        return target
+
+    weights = copy("truncated-weights") / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    cases["truncated-weights"] = (weights.parent, "model.safetensors")
+    garbage = copy("garbage-weights") / "model.safetensors"
+    garbage.write_bytes(b"\x00garbage" * 100)
+    cases["garbage-weights"] = (garbage.parent, "model.safetensors")
+    missing = copy("no-weights")
+    (missing / "model.safetensors").unlink()
+    cases["no-weights"] = (missing, "model.safetensors")
+    config = copy("bad-config") / "config.json"
+    config.write_text("{ not json")
+    cases["bad-config"] = (config.parent, "config.json")
+    unknown = copy("unknown-format") / "config.json"
+    unknown.write_text(json.dumps({**json.loads(unknown.read_text()), "model_type": "no-such-architecture"}))
+    cases["unknown-format"] = (unknown.parent, "config.json")
+    return cases
+
+
+def test_a_broken_model_directory_is_one_line_naming_the_file_and_exit_2(tmp_path, tiny_bert_dir, capsys):
+    for case, (directory, file) in broken_models(Path(tiny_bert_dir), tmp_path / "models").items():
+        out = tmp_path / f"out-{case}"
+        code = main([*TRAIN, "--model", str(directory), "--output-dir", str(out)])
+        err = capsys.readouterr().err.strip()
+        assert code == 2, (case, err)
+        assert len(err.splitlines()) == 1 and err.startswith("raycse: error: --model:"), (case, err)
+        assert str(directory) in err and file in err, (case, err)
+        assert not out.exists()
+
+
+def test_a_search_over_a_broken_model_names_the_space_file_and_exit_2(tmp_path, tiny_bert_dir, capsys):
+    directory, _ = broken_models(Path(tiny_bert_dir), tmp_path / "models")["truncated-weights"]
+    space = tmp_path / "s.yaml"
+    space.write_text(f"loss: simcse\nmodel: {directory}\nspace: {{tau: {{type: uniform, low: 0.01, high: 0.1}}}}\n")
+    code = main(["search", "--space", str(space), "--storage-path", str(tmp_path / "ray"),
+                 "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1
+    assert str(space) in err and "model.safetensors" in err
+    assert not (tmp_path / "ray").exists() and not (tmp_path / "mlflow.db").exists()
 
 
 @pytest.mark.parametrize("args, culprit", [
@@ -45,10 +177,13 @@ def test_kill_during_training_leaves_a_loadable_best_checkpoint(tmp_path, tiny_b
     (["--corpus", "{dir}"], "--corpus"),
     (["--eval-steps", "0"], "--eval-steps"),
     (["--gpus-per-worker", "-1"], "--gpus-per-worker"),
+    (["--max-grad-norm", "-1"], "--max-grad-norm"),
+    (["--pos-ratio", "0", "--loss", "imsimcse"], "--pos-ratio"),
+    (["--objective", "no_such_objective"], "--objective"),
+    (["--objective", "{file}", "--objective-columns", "a,b"], "--objective"),
+    (["--sup-data", "/no/such/nli.csv", "--loss", "simcse-sup"], "--sup-data"),
 ])
 def test_more_bad_train_input_is_one_clean_line(tmp_path, tiny_bert_dir, capsys, monkeypatch, args, culprit):
-    from raycse.cli import main
-
     monkeypatch.chdir(tmp_path)
     (tmp_path / "a-file").write_text("x")
     (tmp_path / "a-dir").mkdir()
@@ -59,6 +194,6 @@ def test_more_bad_train_input_is_one_clean_line(tmp_path, tiny_bert_dir, capsys,
     before = sorted(p.name for p in tmp_path.iterdir())
     assert main(base + args) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("raycse: error:") and len(err.splitlines()) == 1 and culprit in err
+    assert err.startswith("raycse: error:") and len(err.splitlines()) == 1 and culprit in err, err
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing written: no output dir, no mlflow.db
-    assert not __import__("os").path.exists("/proc/raycse-nope")
+    assert not os.path.exists("/proc/raycse-nope")
