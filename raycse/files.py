@@ -1,6 +1,8 @@
 """Writing files so that a reader, or a crash, never sees half of one: build beside the target, then rename."""
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -31,3 +33,21 @@ def replace_directory(staging: Path, target: Path) -> None:
         os.replace(retired, target)  # put the old checkpoint back
         raise
     shutil.rmtree(retired, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def sqlite_creation_lock(url: str):
+    """Hold an exclusive lock beside a SQLite database while it may be created: two processes that create the same
+    store at once (two searches starting together) would both run its schema migrations and one would fail. Other
+    URLs (a tracking server, PostgreSQL) need no lock here."""
+    if not url.startswith("sqlite:///"):
+        yield
+        return
+    database = Path(url[len("sqlite:///"):])
+    database.parent.mkdir(parents=True, exist_ok=True)
+    with open(database.with_name(f".{database.name}.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)

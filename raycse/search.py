@@ -368,8 +368,10 @@ def run_search(space: SearchSpace, options: SearchOptions, log=say) -> SearchOut
         tracker = Tracker(options.tracking_uri, space.experiment)
         parent_run_id = _open_parent_run(tracker, plan, options, name, search_path, budget, optuna_storage, log)
         baseline = _baseline(plan, tracker, parent_run_id, log)
+    with clock.phase("tokenize"):
+        shared_tokens = share_training_tokens(plan, log)
     context = TrialContext(options.tracking_uri, space.experiment)
-    runner = StageRunner(plan, options, context, storage, name, parent_run_id, cluster, log)
+    runner = StageRunner(plan, options, context, storage, name, parent_run_id, cluster, log, shared_tokens)
     if _needs_stage0(plan):
         with clock.phase("stage0"):
             plan = runner.plan = dataclasses.replace(
@@ -444,8 +446,11 @@ def optuna_rdb_storage(url: str):
     """Optuna's storage at `url`; a SQLite file waits up to a minute for another search's write lock."""
     import optuna
 
+    from raycse.files import sqlite_creation_lock
+
     engine_kwargs = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {}
-    return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs)
+    with sqlite_creation_lock(url):  # creating the storage creates its tables if the file is new
+        return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs)
 
 
 def _check_new_study(optuna_storage: str, study_name: str) -> None:
@@ -506,6 +511,30 @@ def score_untouched(base: TrainConfig, poolers: list[str]) -> dict[str, dict[str
     return {pooler: objective(encode_fn(encoder, pooler)) for pooler in poolers}
 
 
+# ------------------------------------------------------------------------------------- shared tokens
+def share_training_tokens(plan: SearchSpace, log):
+    """The training data tokenised once for every trial (raycse.tokens), or None where trials must do it
+    themselves: a searched max_len or model, or a tokenizer whose batches the shared ids would not reproduce."""
+    from transformers import AutoTokenizer
+
+    from raycse.model import resolve_model_path
+    from raycse.tokens import data_fingerprint, share_tokens
+    from raycse.trainer import load_examples
+
+    searched = {param for family in plan.families.values() for param in family.space}
+    if searched & {"max_len", "model"}:
+        log("Each trial tokenises its own data: the search varies max_len.")
+        return None
+    base = plan.base
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(base.model), trust_remote_code=base.trust_remote_code)
+    examples = load_examples(base)
+    shared = share_tokens(tokenizer, examples, base.max_len, data_fingerprint(base))
+    if not shared.check(tokenizer, examples, base.max_len):
+        log("Each trial tokenises its own data: this tokenizer's batches are not plain right-padded ids.")
+        return None
+    return shared
+
+
 # --------------------------------------------------------------------------------------- the stages
 def _needs_stage0(plan: SearchSpace) -> bool:
     from raycse.losses import build_loss
@@ -526,6 +555,7 @@ class StageRunner:
     parent_run_id: str
     cluster: dict
     log: Any
+    shared_tokens: Any = None
 
     def _tuner(self, stage: str, tune_config, param_space: dict | None = None, stopper=None):
         """A new Tuner for `stage`, or the restored one when the stage's experiment exists (--resume).
@@ -536,7 +566,8 @@ class StageRunner:
         """
         from ray import tune
 
-        trainable = tune.with_resources(tune.with_parameters(run_trial, space=self.plan, context=self.context),
+        trainable = tune.with_resources(tune.with_parameters(run_trial, space=self.plan, context=self.context,
+                                                             shared_tokens=self.shared_tokens),
                                         _trial_resources(self.plan))
         name = self.name if stage == "search" else f"{self.name}-{stage}"
         path = f"{self.storage.rstrip('/')}/{name}"

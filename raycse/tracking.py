@@ -70,10 +70,13 @@ class Tracker:
         from mlflow.exceptions import MlflowException
         from mlflow.tracking import MlflowClient
 
+        from raycse.files import sqlite_creation_lock
+
         self.tracking_uri = tracking_uri
         mlflow.set_tracking_uri(tracking_uri)
-        self.client = MlflowClient(tracking_uri=tracking_uri)
-        found = self.client.get_experiment_by_name(experiment)
+        with sqlite_creation_lock(tracking_uri):  # the client creates the store's tables if it is new
+            self.client = MlflowClient(tracking_uri=tracking_uri)
+            found = self.client.get_experiment_by_name(experiment)
         if found is not None and found.lifecycle_stage == "deleted":
             self.client.restore_experiment(found.experiment_id)
         if found is None:

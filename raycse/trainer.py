@@ -43,6 +43,7 @@ from raycse.evaluation import build_objective, evaluate_encoder
 from raycse.files import replace_directory, write_json_atomic
 from raycse.losses import ContrastiveLoss, Embeddings, build_loss
 from raycse.model import Encoder, tokenize
+from raycse.tokens import SharedTokens, data_fingerprint
 
 NONFINITE_CHECK_EVERY = 10  # steps between host syncs of the "loss went non-finite" flag
 EVAL_BATCH_SIZE = 128  # sentences per evaluation batch on CPU; on CUDA larger batches mean fewer launches
@@ -221,12 +222,21 @@ class BatchTokenizer:
     # CUDA: pad each batch to a multiple of 8 tokens, so that CUDA-graph replay sees at most max_len / 8 shapes
     # (a graph is recorded per shape) and the matrix products get tensor-core-friendly sizes. None: no rounding.
     pad_to_multiple_of: int | None = None
+    # The data's token ids, computed once per search (raycse.tokens): batches then hold example indices, and
+    # making a batch is padding, not tokenising.
+    shared: SharedTokens | None = None
 
     def tokens(self, sentences: list[str]) -> dict[str, torch.Tensor]:
         return tokenize(self.tokenizer, sentences, self.max_len, self.pad_to_multiple_of)
 
     def __call__(self, batch: list) -> TokenizedBatch:
         n = len(batch)
+        if isinstance(batch[0], int):  # indices into the shared token ids
+            pad = self.shared.pad
+            if self.shared.supervised:
+                first_rows = pad(batch, [0], self.pad_to_multiple_of) if self.first_rows else None
+                return TokenizedBatch(pad(batch, [0, 1, 2], self.pad_to_multiple_of), n, True, first_rows)
+            return TokenizedBatch(pad(batch, [0], self.pad_to_multiple_of), n, False)
         if isinstance(batch[0], tuple):  # (sent0, sent1, hard_neg) -> the 3N rows of one forward
             columns = list(zip(*batch))
             first_rows = self.tokens(list(columns[0])) if self.first_rows else None
@@ -507,11 +517,13 @@ def train(config: TrainConfig,
           on_step: Callable[[int, int], None] | None = None,
           resume: bool = False,
           examples: list | None = None,
-          compile_seconds: float | None = None) -> dict:
+          compile_seconds: float | None = None,
+          shared_tokens: SharedTokens | None = None) -> dict:
     """Train, scoring the objective every `eval_steps`; returns (and on rank 0 writes) results.json.
 
     resume: continue from output_dir/last. examples: the training data already read (else `load_examples`).
     compile_seconds: what compiling cost on this node before, for compile="auto" (`decide_compile`).
+    shared_tokens: the data's token ids made once for a whole search (used when made from this configuration).
     """
     if config.output_dir is None:
         raise ConfigError("output_dir: required")
@@ -529,12 +541,17 @@ def train(config: TrainConfig,
     encoder.to(device).train()
     seed_everything(config.seed + rank)  # then distinct dropout masks per worker, reproducible per seed
     complementary = load_complementary(config, device) if loss_fn.needs_complementary else None
-    batches = GlobalBatches(examples if examples is not None else load_examples(config),
-                            config.batch_size, config.seed, rank, world_size)
+    if shared_tokens is not None and shared_tokens.fingerprint == data_fingerprint(config):
+        examples = list(range(len(shared_tokens)))  # the loader pads the shared ids of these indices
+    else:
+        shared_tokens = None
+        examples = examples if examples is not None else load_examples(config)
+    batches = GlobalBatches(examples, config.batch_size, config.seed, rank, world_size)
     total_steps = len(batches) * config.epochs
     if config.max_steps is not None:
         total_steps = min(total_steps, config.max_steps)
     runner = StepRunner(encoder, loss_fn, config, device, total_steps, complementary)
+    runner.tokenize.shared = shared_tokens
     objective = build_objective(config.objective, config.objective_columns) if rank == 0 else None
     encode = encode_fn(encoder, eval_pooler)
 

@@ -73,7 +73,8 @@ def diverged_metrics(err, last_eval: dict) -> dict[str, Any]:
             "best_step": last_eval.get("best_step", 0)}
 
 
-def train_and_report(config: TrainConfig, report, resume: bool, worker_start_s: float = 0.0) -> None:
+def train_and_report(config: TrainConfig, report, resume: bool, worker_start_s: float = 0.0,
+                     shared_tokens=None) -> None:
     """Train, calling `report(metrics, checkpoint_dir)` at each evaluation and once at the end (final results)."""
     from raycse.trainer import TrainingDiverged, train
 
@@ -90,7 +91,8 @@ def train_and_report(config: TrainConfig, report, resume: bool, worker_start_s: 
 
     record = _compile_record()
     try:
-        results = train(config, on_eval=on_eval, resume=resume, compile_seconds=record.get("seconds"))
+        results = train(config, on_eval=on_eval, resume=resume, compile_seconds=record.get("seconds"),
+                        shared_tokens=shared_tokens)
     except TrainingDiverged as err:
         report(diverged_metrics(err, last_eval), None)
         return
@@ -168,8 +170,12 @@ def worker_start_seconds(now: float) -> float:
     return max(0.0, now - since)
 
 
-def run_trial(tune_config: dict, space: SearchSpace, context: TrialContext) -> None:
-    """The Tune function trainable: one training of the configuration Tune gives."""
+def run_trial(tune_config: dict, space: SearchSpace, context: TrialContext, shared_tokens=None) -> None:
+    """The Tune function trainable: one training of the configuration Tune gives.
+
+    shared_tokens: the training data's token ids, made once by the driver (raycse.tokens); Tune hands them over
+    through Ray's object store.
+    """
     global _previous_trial_end
     from ray import tune
 
@@ -199,7 +205,7 @@ def run_trial(tune_config: dict, space: SearchSpace, context: TrialContext) -> N
         def report(metrics: dict, checkpoint_dir: str | None) -> None:
             tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(checkpoint_dir) if checkpoint_dir else None)
 
-        train_and_report(config, report, resume, worker_start_s)
+        train_and_report(config, report, resume, worker_start_s, shared_tokens)
     finally:
         shutil.rmtree(output_dir, ignore_errors=True)  # Tune keeps its own copy of every reported checkpoint
         if complementary_dir:
