@@ -335,17 +335,20 @@ class StepRunner:
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp_dtype == torch.float16)
         self.compiled = False
         self.forward = encoder
+        self.loss = loss_fn
         self.shapes_seen: set[tuple] = set()
         self.tokenize = BatchTokenizer(encoder.tokenizer, config.max_len or encoder.max_seq_length,
                                        first_rows=loss_fn.needs_z0 or loss_fn.needs_complementary,
                                        pad_to_multiple_of=8 if device.type == "cuda" else None)
 
     def compile(self) -> None:
-        """From the next step on, run the compiled encoder (and DCLR's frozen one)."""
+        """From the next step on, run the compiled encoder (and DCLR's frozen one) and the compiled loss: one fused
+        graph for the loss's few small kernels, DCLR's noise ascent included (its gradient is in closed form)."""
         self.compiled = True
         self.forward = compiled(self.encoder)
         if self.complementary is not None:
             self.complementary = compiled(self.complementary)
+        self.loss = torch.compile(self.loss_fn)
 
     def autocast(self):
         if self.amp_dtype is None:
@@ -394,7 +397,7 @@ class StepRunner:
         """One optimiser step; returns the loss as a device tensor (no host sync)."""
         if self.compiled:  # a new iteration: the CUDA graphs may reuse the previous step's output memory
             torch.compiler.cudagraph_mark_step_begin()
-        loss = self.loss_fn(self.embeddings(batch))
+        loss = self.loss(self.embeddings(batch))
         self.scaler.scale(loss).backward()
         sum_gradients_across_workers(self.parameters)
         if self.config.max_grad_norm > 0:
