@@ -16,14 +16,13 @@ from raycse.errors import ConfigError
 from raycse.model import (
     AUTO_POOLER,
     POOLERS,
-    ROW_DROPOUT_ATTENTION,
     Encoder,
-    RowDropout,
     check_loadable,
     declared_pooler,
     resolve_model_path,
     resolve_poolers,
 )
+from raycse.row_dropout import ROW_DROPOUT_ATTENTION, RowDropout
 
 
 @pytest.fixture(scope="module")
