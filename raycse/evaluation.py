@@ -220,7 +220,6 @@ class StsbDevEvaluator:
     def __init__(self, data_dir: str | Path | None = None):
         self._objective = build_objective("stsb_dev", data_dir=data_dir)
         self.pairs = self._objective.pairs["stsb_dev"]
-        self._distinct = self._objective._distinct  # `raycse bench` counts its sentences
 
     def __call__(self, encode: Encode) -> float:
         return self._objective(encode)["stsb_dev"]

@@ -491,15 +491,20 @@ def load_examples(config: TrainConfig) -> list:
     return read_corpus(config.corpus, max_sentences=config.max_sentences, replace_bad_bytes=config.replace_bad_bytes)
 
 
-def load_complementary(config: TrainConfig, device: torch.device) -> Encoder:
-    """DCLR's frozen complementary model: a given checkpoint, else a frozen copy of the starting weights;
-    eval mode, and bf16 (fp16 where unsupported) on CUDA, since it never trains."""
-    source = config.complementary or config.model
-    encoder = Encoder.from_pretrained(source, pooler=config.poolers()[1], trust_remote_code=config.trust_remote_code)
+def freeze(encoder: Encoder, device: torch.device) -> Encoder:
+    """`encoder`, in place, as a model that never trains: no gradients, eval mode, on `device`, and on CUDA in
+    bf16 (fp16 where unsupported), since without optimiser steps it needs no float32 master weights."""
     encoder.requires_grad_(False).eval().to(device)
     if device.type == "cuda":
         encoder.to(torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16)
     return encoder
+
+
+def load_complementary(config: TrainConfig, device: torch.device) -> Encoder:
+    """DCLR's frozen complementary model (`freeze`): a given checkpoint, else the starting weights."""
+    source = config.complementary or config.model
+    encoder = Encoder.from_pretrained(source, pooler=config.poolers()[1], trust_remote_code=config.trust_remote_code)
+    return freeze(encoder, device)
 
 
 def train(config: TrainConfig,
