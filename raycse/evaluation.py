@@ -19,8 +19,8 @@ The number a search maximises is a `DevObjective`, chosen with `build_objective`
   sts_dev_avg       the mean of STS-B dev and SICK-R dev (DCLR's model selection)
   a file path       the user's own development pairs, a TSV or CSV with two sentence columns and a gold score
 
-The evaluation knows nothing of models: it takes an `Encode` function from sentences to embeddings, and
-encodes each distinct sentence once.
+The scoring knows nothing of models: it takes an `Encode` function from sentences to embeddings, and encodes
+each distinct sentence once. Only `run_eval`, behind `raycse eval`, loads an `Encoder` to make one.
 """
 from __future__ import annotations
 
@@ -67,8 +67,8 @@ RESULTS_OF_TASKS = {
 _STSB_FILES = {"STSBenchmark-dev": "sts-dev.csv", "STSBenchmark-test": "sts-test.csv"}
 _SICK_FILES = {"SICK-dev": "SICK_trial.txt", "SICK-test": "SICK_test_annotated.txt"}
 
-# SimCSE (footnote 3) takes "STS-B pairs with a score higher than 4" as p_pos; issue #2 states gold >= 4, and
-# where an issue states a formula it is the contract (264 STS-B dev pairs rather than 208).
+# SimCSE (footnote 3) takes "STS-B pairs with a score higher than 4" as p_pos; raycse's alignment counts the pairs
+# scored exactly 4 too (gold >= 4: 264 STS-B dev pairs rather than 208), so it is not a strict "> 4" reading.
 ALIGNMENT_MIN_GOLD = 4.0
 
 

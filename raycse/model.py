@@ -90,8 +90,8 @@ def declared_pooler(name_or_path: str | os.PathLike) -> str | None:
 def resolve_poolers(model: str, pooler: str, eval_pooler: str | None, supervised: bool) -> tuple[str, str]:
     """(training pooler, evaluation pooler) for a run on `model`.
 
-    pooler 'auto': the model's own pooling (`declared_pooler`) for both when it declares one: all-MiniLM-L6-v2,
-    trained with mean pooling, scores 86.72 on STS-B dev with it and 79.73 with CLS (issue 13). Otherwise SimCSE's
+    pooler 'auto': the model's own pooling (`declared_pooler`) for both when it declares one, since a model
+    trained with one pooling (all-MiniLM-L6-v2: mean) scores clearly lower pooled another way. Otherwise SimCSE's
     recipe: train with 'cls' (CLS + MLP head) and evaluate with 'cls_before_pooler' when unsupervised (SimCSE's
     mlp_only_train) or 'cls' when supervised. An explicit pooler: 'cls' evaluates as 'cls_before_pooler' when
     unsupervised, any other evaluates with itself. An explicit eval_pooler (not None, not 'auto') wins.
@@ -278,9 +278,7 @@ class Encoder(nn.Module):
 
         Why: ImSimCSE's off-dropout needs the N sentences twice with dropout and once without. As one forward
         of 3N rows with R = 2N, that is one compiled graph instead of two passes (2N rows in train mode, N in
-        eval mode), each its own graph and its own walk through the weights. Measured on an H100 (BERT-base,
-        N = 64, up to 32 tokens, bf16 autocast, fused AdamW, a whole step): 16.7 ms against 17.4 ms for the
-        two passes, both compiled with CUDA graphs (SimCSE's step: 10.7 ms); eager, 56.2 against 71.6 ms.
+        eval mode), each its own graph and its own walk through the weights (benchmarks/README.md times both).
 
         R is a Python int (under torch.compile a guarded constant, or a SymInt once it varies), never read
         from a tensor. Raises ValueError when the backbone cannot restrict its dropout to rows
