@@ -19,7 +19,7 @@ class ConfigError(ValueError):
         self.key = key
 
     @classmethod
-    def at(cls, key: str, detail: str) -> "ConfigError":
+    def at(cls, key: str, detail: str) -> ConfigError:
         """'<key>: <detail>', remembering the key."""
         return cls(f"{key}: {detail}", key=key)
 

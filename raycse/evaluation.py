@@ -119,7 +119,8 @@ def _load_sts_year(folder: Path) -> dict[str, STSPairs]:
         pair_lines = _read_lines(input_file)
         gold_lines = _read_lines(folder / f"STS.gs.{subset}.txt")
         if len(pair_lines) != len(gold_lines):
-            raise ValueError(f"{folder.name}/{subset}: {len(pair_lines)} sentence pairs but {len(gold_lines)} gold lines")
+            raise ValueError(f"{folder.name}/{subset}: {len(pair_lines)} sentence pairs "
+                             f"but {len(gold_lines)} gold lines")
         sentences1, sentences2, scores = [], [], []
         for pair_line, gold in zip(pair_lines, gold_lines):
             if not gold.strip():  # no gold score: SentEval drops the pair
@@ -304,7 +305,8 @@ class DevObjective:
     def __call__(self, encode: Encode) -> dict[str, float]:
         embeddings = self._distinct.encode_with(encode)
         figures = {
-            key: spearman_x100(_cosines(embeddings, *self._rows[key]), pairs.scores) for key, pairs in self.pairs.items()
+            key: spearman_x100(_cosines(embeddings, *self._rows[key]), pairs.scores)
+            for key, pairs in self.pairs.items()
         }
         return {"objective": float(np.mean(list(figures.values()))), **figures}
 
@@ -473,7 +475,9 @@ TABLE2_COLUMNS = {
     "STS12": "STS12", "STS13": "STS13", "STS14": "STS14", "STS15": "STS15", "STS16": "STS16",
     "STSBenchmark": "STS-B", "SICKRelatedness": "SICK-R", "avg": "Avg.",
 }
-_EXTRA_LINES = {"stsb_dev": "STS-B dev", "sickr_dev": "SICK-R dev", "alignment": "alignment", "uniformity": "uniformity"}
+_EXTRA_LINES = {
+    "stsb_dev": "STS-B dev", "sickr_dev": "SICK-R dev", "alignment": "alignment", "uniformity": "uniformity",
+}
 
 
 def format_table(results: dict[str, float], title: str) -> str:

@@ -134,7 +134,7 @@ def seed_everything(seed: int) -> None:
 
 def pick_device() -> torch.device:
     if torch.cuda.is_available():
-        local_rank = int(os.environ.get("LOCAL_RANK", 0))
+        local_rank = int(os.environ.get("LOCAL_RANK", "0"))
         return torch.device("cuda", local_rank % torch.cuda.device_count())
     return torch.device("cpu")
 
@@ -200,7 +200,7 @@ class TokenizedBatch:
     supervised: bool
     first_rows: dict[str, torch.Tensor] | None = None
 
-    def pin_memory(self) -> "TokenizedBatch":
+    def pin_memory(self) -> TokenizedBatch:
         """Called by the DataLoader's pin-memory thread (pin_memory=True), so the step's copies can be async."""
         pin = lambda rows: None if rows is None else {k: v.pin_memory() for k, v in rows.items()}  # noqa: E731
         return TokenizedBatch(pin(self.rows), self.n, self.supervised, pin(self.first_rows))
@@ -619,7 +619,8 @@ def train(config: TrainConfig,
             if progress.compiled is None and (step - start_step >= COMPILE_PROBE_STEPS or last):
                 if device.type == "cuda":
                     torch.cuda.synchronize()
-                eager_step_s = (timings.train_s - start_train_s + time.perf_counter() - window_start) / (step - start_step)
+                eager_s = timings.train_s - start_train_s + time.perf_counter() - window_start
+                eager_step_s = eager_s / (step - start_step)
                 decision, reason = decide_compile(config.compile, device, total_steps - step, eager_step_s,
                                                   compile_seconds)
                 # every worker follows rank 0, whose clock the others' may differ from

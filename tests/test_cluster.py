@@ -23,12 +23,11 @@ import tomllib
 from pathlib import Path
 
 import pytest
+import ray
 import yaml
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
-
-import ray
 
 # Private module (`_private`): Ray may rename or change these in any release. They are the functions
 # `ray up` itself uses to fill in and validate a cluster config, which is why the test uses them,

@@ -158,7 +158,8 @@ def assert_same_gradients(actual: dict[str, torch.Tensor], expected: dict[str, t
     floor = 1e-9 * flat_expected.norm()
     for name, g in expected.items():
         error = (actual[name] - g).norm()
-        assert error <= RTOL * g.norm() + floor, f"{loss}: gradient of {name} differs by {error:.3g} (|g| {g.norm():.3g})"
+        assert error <= RTOL * g.norm() + floor, \
+            f"{loss}: gradient of {name} differs by {error:.3g} (|g| {g.norm():.3g})"
 
 
 # ---------------------------------------------------------------------------------------------------- tests

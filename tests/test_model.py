@@ -183,7 +183,8 @@ def test_a_directory_that_is_not_a_model_is_a_config_error(tmp_path):
 
 # ------------------------------------------------------------------------------------ checkpoints
 @pytest.mark.parametrize("pooler", POOLERS)
-def test_saved_checkpoint_loads_in_automodel_and_sentence_transformers(three_layer_bert_dir, sentences, tmp_path, pooler):
+def test_saved_checkpoint_loads_in_automodel_and_sentence_transformers(three_layer_bert_dir, sentences, tmp_path,
+                                                                        pooler):
     from sentence_transformers import SentenceTransformer
 
     encoder = Encoder.from_pretrained(three_layer_bert_dir, pooler="cls")

@@ -14,8 +14,16 @@ from raycse.config import TrainConfig
 from raycse.data import GlobalBatches
 from raycse.evaluation import SEVEN_TASKS, StsbDevEvaluator
 from raycse.model import Encoder
-from raycse.trainer import (NONFINITE_CHECK_EVERY, BatchTokenizer, StepRunner, TrainingDiverged, dropout_disabled,
-                            load_complementary, train, training_loader)
+from raycse.trainer import (
+    NONFINITE_CHECK_EVERY,
+    BatchTokenizer,
+    StepRunner,
+    TrainingDiverged,
+    dropout_disabled,
+    load_complementary,
+    train,
+    training_loader,
+)
 
 UNSUPERVISED = ("simcse", "focal", "off-dropout", "dclr", "triplet", "imsimcse", "simcse+dcl", "simcse+barlow")
 SUPERVISED = ("simcse-sup", "triplet")
