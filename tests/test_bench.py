@@ -111,6 +111,7 @@ def test_options_default_to_a_valid_minilm_run():
     assert BenchOptions().validate().shape == "minilm"
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_concurrent_trials_through_ray(tmp_path):
     output = tmp_path / "c.json"

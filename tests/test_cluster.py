@@ -352,6 +352,7 @@ def trial_node_ids() -> list[str]:
             if actor["ActorClassName"] == "ImplicitFunc"]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_fake_gpu_cluster_places_trials_on_gpu_workers(tmp_path, monkeypatch, tiny_bert_dir):
     config = _load("fake-gpu.yaml")
