@@ -378,7 +378,7 @@ class Encoder(nn.Module):
         try:
             self.backbone.save_pretrained(staging)  # safetensors weights + config.json
             self.tokenizer.save_pretrained(staging)
-            (staging / POOLER_FILE).write_text(json.dumps({"pooler": pooler}, indent=2) + "\n")
+            _write_json(staging / POOLER_FILE, {"pooler": pooler})
             if pooler == "cls":
                 save_file({name: t.detach().contiguous().cpu() for name, t in self.mlp.state_dict().items()},
                           staging / MLP_HEAD_FILE)
