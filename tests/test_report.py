@@ -219,8 +219,9 @@ def test_search_table_best_steps_come_from_the_objective_history(focal_report):
 def test_confirmation_verdict_and_test_tasks(focal_report):
     page = focal_report.html_path.read_text()
     confirmed = next(c for c in _cells(page) if c[:2] == ["1", "focal"])
-    assert confirmed[2:] == ["tau=0.07077, m=0.43", "3", "42, 43, 44", "81.32 ± 0.2306", "0.1733 ± 0.31",
-                             "[-0.6000, 0.9467]"]
+    # spreads and differences of STS figures in the figures' own unit, two decimals; differences signed
+    assert confirmed[2:] == ["tau=0.07077, m=0.43", "3", "42, 43, 44", "81.32 ± 0.23", "+0.17 ± 0.31",
+                             "[-0.60, +0.95]"]
     assert FOCAL_SUMMARY["winner"]["sentence"] in page
     winner = next(c for c in _cells(page) if c[0].startswith("raycse winner"))
     assert winner[1] == "61.23 ± 0.30" and winner[-1] == "72.70 ± 0.20"
