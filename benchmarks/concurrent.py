@@ -3,8 +3,8 @@
     python benchmarks/concurrent.py                       # MiniLM, batch 64, seq 32, 1 2 4 8 trials
     python benchmarks/concurrent.py --trials 1 2 --shape tiny --batch-size 8 --steps 3 --warmup 1 --output c.json
 
-One Ray session serves every N; each N is `raycse bench --concurrent N` (`raycse.bench.run_concurrent`). The
-issue's targets (an H100): >= 3.2x the one-trial aggregate with 4 trials, >= 4.5x with 8.
+One Ray session serves every N; each N is `raycse bench --concurrent N` (`raycse.bench_concurrent`). TARGETS:
+the aggregate, as a multiple of one trial's, that N trials on an H100 should reach.
 """
 from __future__ import annotations
 
@@ -39,16 +39,16 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     import ray
 
-    from raycse.bench import BenchOptions, format_concurrent, run_concurrent
+    from raycse.bench import BenchOptions
+    from raycse.bench_concurrent import format_concurrent, run_concurrent
+    from raycse.ray_runtime import start_ray
 
     options = BenchOptions(shape=args.shape, loss=args.loss, batch_size=args.batch_size, steps=args.steps,
                            warmup=args.warmup, seq_len=args.seq_len, precision=args.precision,
                            compile=args.compile, eval=False, baseline=False).validate()
     if 1 not in args.trials:
         args.trials = [1, *args.trials]  # the scaling is relative to one trial
-    ray.init(address=os.environ.get("RAY_ADDRESS"), include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"TOKENIZERS_PARALLELISM": "false",
-                                       "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1")}})
+    start_ray()
     runs = []
     try:
         for n in sorted(set(args.trials)):

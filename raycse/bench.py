@@ -12,7 +12,8 @@ What is timed, on randomly initialised BERT-shaped encoders (the packaged MiniLM
   baseline step  written plainly below: fp32, eager attention, PyTorch's default (non-fused) AdamW, the same loss
                  and the same passes, the 2N sentences tokenised as one list inside the step. Same weights, same
                  batches in the same order.
-  evaluation     one `StsbDevEvaluator` call on the trained encoder, encoded the way the trainer encodes it.
+  evaluation     one call of the `stsb_dev` objective on the trained encoder, encoded the way the trainer
+                 encodes it (`raycse.trainer.encode_fn`).
 
 The synthetic sentences are whole vocabulary words, `seq_len - 2` of them, so every sentence is exactly
 `seq_len` tokens with [CLS] and [SEP] and every step has the same shape. A step consumes N = `batch_size`
@@ -28,17 +29,18 @@ head left out), L layers, H hidden size, s = seq_len; R_grad rows go forward and
 losses, 3N supervised, + N for off-dropout's dropout-off pass), R_nograd rows forward only (DCLR's frozen
 complementary encoder: N). `tflop_per_s` = step FLOPs / step time; `mfu` divides it by the device's dense
 bf16 peak (H100 SXM and H200 989, H100 PCIe 756, H100/H200 NVL 835, A100 312 TFLOP/s), None where unknown (CPU).
-The issue's anchor (357 TFLOP/s for BERT-base, batch 512, 60 ms) counts 6 x all 109.5M backbone parameters
-(embedding tables and BERT pooler included) x tokens, 1.28x our figure for BERT-base (2.1x for MiniLM, whose
-embedding table is half its parameters); `tflop_per_s_all_params` and `mfu_all_params` give that accounting,
-2 * P_all * s * (3 * R_grad + R_nograd), so its 45% target can be checked as it was set.
+`tflop_per_s_all_params` and `mfu_all_params` count instead every backbone parameter P_all (embedding tables and
+the BERT pooler included), 2 * P_all * s * (3 * R_grad + R_nograd): the common "6 x parameters x tokens"
+accounting, which credits a step with the embedding lookups' parameters as if they were matrix products, so it
+reads higher than ours (about twice for MiniLM, whose embedding table is half its parameters). It is there to
+compare with figures quoted that way.
 
 `--profile FILE` runs a few more raycse steps under torch.profiler and writes its operator table to FILE; the JSON
 gets the kernels' time per step and the fraction of the wall time the device was busy (near 1: the GPU's work
 bounds the step; well below: the host does).
 
-`--concurrent N` measures instead the aggregate throughput of N trials sharing the machine, each a Ray task
-with `num_gpus = 1/N` (and 1/N of the CPUs), running the same StepRunner loop; see `run_concurrent`.
+`--concurrent N` measures instead the aggregate throughput of N trials sharing the machine: see
+`raycse.bench_concurrent`.
 """
 from __future__ import annotations
 
@@ -51,8 +53,11 @@ import os
 import platform
 import random
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
+from raycse.bench_concurrent import format_concurrent as format_concurrent  # re-exported for `raycse bench`
+from raycse.bench_concurrent import run_concurrent as run_concurrent
+from raycse.config import check_int
 from raycse.errors import ConfigError
 
 SHAPES: dict[str, dict[str, int]] = {
@@ -87,15 +92,14 @@ class BenchOptions:
     profile: str | None = None  # write a torch.profiler summary of PROFILE_STEPS more raycse steps here
     seed: int = 0
 
-    def validate(self) -> "BenchOptions":
+    def validate(self) -> BenchOptions:
         from raycse.losses import build_loss
 
         if self.shape not in SHAPES:
             raise ConfigError(f"--shape: unknown shape {self.shape!r} (choose from {', '.join(SHAPES)})")
         for flag, value, low in (("--batch-size", self.batch_size, 1), ("--steps", self.steps, 1),
                                  ("--warmup", self.warmup, 0), ("--seq-len", self.seq_len, 3)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < low:
-                raise ConfigError(f"{flag}: must be an integer >= {low}, got {value!r}")
+            check_int(flag, value, low=low)
         if self.seq_len > MAX_POSITIONS:
             raise ConfigError(f"--seq-len: at most {MAX_POSITIONS} (the position embeddings), got {self.seq_len}")
         if self.precision not in PRECISIONS:
@@ -132,17 +136,6 @@ def make_encoder(shape: str, tokenizer, attn_implementation: str, seed: int, poo
     if backbone.config._attn_implementation != attn_implementation:
         raise RuntimeError(f"asked for {attn_implementation} attention, got {backbone.config._attn_implementation}")
     return Encoder(backbone.float(), tokenizer, pooler)
-
-
-def frozen_copy(encoder, device):
-    """DCLR's default complementary model as `trainer.load_complementary` makes it: a frozen copy of the start
-    weights, eval mode, bf16 (fp16 where bf16 is unsupported) on CUDA."""
-    import torch
-
-    frozen = copy.deepcopy(encoder).requires_grad_(False).eval().to(device)
-    if device.type == "cuda":
-        frozen.to(torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16)
-    return frozen
 
 
 def synthetic_data(tokenizer, batch_size: int, seq_len: int, supervised: bool, count: int, seed: int):
@@ -327,13 +320,14 @@ def raw_batches(options: BenchOptions, data):
 def build_runner(options: BenchOptions, tokenizer, device):
     """The trainer's own StepRunner on a random encoder of `options.shape` (SDPA attention, as `from_pretrained`)."""
     from raycse.losses import build_loss
-    from raycse.trainer import StepRunner
+    from raycse.trainer import StepRunner, freeze
 
     config = train_config(options)
     loss_fn = build_loss(options.loss)
     encoder = make_encoder(options.shape, tokenizer, "sdpa", options.seed, pooler=config.pooler)
     encoder.to(device).train()
-    complementary = frozen_copy(encoder, device) if loss_fn.needs_complementary else None
+    # DCLR's default complementary model, as `trainer.load_complementary` makes it: the start weights, frozen
+    complementary = freeze(copy.deepcopy(encoder), device) if loss_fn.needs_complementary else None
     runner = StepRunner(encoder, loss_fn, config, device, total_steps(options), complementary)
     if options.compile and device.type == "cuda":  # the trainer's "always"; its "auto" decides per training
         runner.compile()
@@ -345,6 +339,7 @@ def baseline_step_fn(options: BenchOptions, tokenizer, device, loss_fn):
     import torch
 
     from raycse.losses import Embeddings
+    from raycse.trainer import linear_decay
 
     config = train_config(options)
     encoder = make_encoder(options.shape, tokenizer, "eager", options.seed).to(device).train()
@@ -352,8 +347,7 @@ def baseline_step_fn(options: BenchOptions, tokenizer, device, loss_fn):
     if loss_fn.needs_complementary:
         complementary = copy.deepcopy(encoder).requires_grad_(False).eval()
     optimizer = torch.optim.AdamW(encoder.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-    total = options.warmup + options.steps
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: max(0.0, 1.0 - step / total))
+    scheduler = linear_decay(optimizer, options.warmup + options.steps)
 
     def tokens(sentences):
         batch = tokenizer(sentences, padding=True, truncation=True, max_length=options.seq_len, return_tensors="pt")
@@ -385,25 +379,22 @@ def baseline_step_fn(options: BenchOptions, tokenizer, device, loss_fn):
     return step, encoder
 
 
-def time_eval(encoder, eval_pooler: str, device) -> dict:
+def time_eval(encoder, eval_pooler: str) -> dict:
     """One STS-B dev evaluation as the trainer runs it: a first call (tokenising, lazy CUDA init) timed on its own,
     then the call that `eval_seconds` reports."""
-    from raycse.evaluation import StsbDevEvaluator
-    from raycse.trainer import eval_batch_size
+    from raycse.evaluation import build_objective
+    from raycse.trainer import encode_fn
 
-    evaluator = StsbDevEvaluator()
-
-    def encode(sentences):
-        return encoder.encode(sentences, batch_size=eval_batch_size(device), pooler=eval_pooler)
-
-    result = {"eval_sentences": len(evaluator._distinct.sentences)}
+    objective = build_objective("stsb_dev")
+    encode = encode_fn(encoder, eval_pooler)
+    result = {"eval_sentences": len(objective.sentences)}
     # The first call also tokenises the sentences (kept for the next calls, as in a training) and, on CUDA,
     # initialises kernels; `eval_seconds` is a later call: what each evaluation of a training costs after its first.
     started = time.perf_counter()
-    evaluator(encode)
+    objective(encode)
     result["eval_first_call_seconds"] = time.perf_counter() - started
     started = time.perf_counter()
-    evaluator(encode)
+    objective(encode)
     result["eval_seconds"] = time.perf_counter() - started
     return result
 
@@ -447,7 +438,7 @@ def run_bench(options: BenchOptions) -> dict:
         "rows_per_step": {"with_grad": grad_rows, "no_grad": nograd_rows},
         "flops_per_step": flops,
         "flops_per_step_all_params": flops_all,
-        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
     }
 
     torch.manual_seed(options.seed)
@@ -470,7 +461,7 @@ def run_bench(options: BenchOptions) -> dict:
     result["host_tokenize_ms"] = host_tokenize_ms(runner.tokenize, data.epoch(0))
     result["loader_workers"] = loader.num_workers  # 0: the timed step includes host_tokenize_ms
     if options.eval:
-        result.update(time_eval(runner.encoder, "cls" if loss_fn.needs_hard_neg else "cls_before_pooler", device))
+        result.update(time_eval(runner.encoder, "cls" if loss_fn.needs_hard_neg else "cls_before_pooler"))
     else:
         result["eval_seconds"] = None
     del runner
@@ -492,8 +483,6 @@ def run_bench(options: BenchOptions) -> dict:
         _free(device)
     else:
         result["baseline"], result["speedup"] = None, None
-    # keep the documented order: eval_seconds last among the headline figures
-    result["eval_seconds"] = result.pop("eval_seconds")
     return result
 
 
@@ -512,8 +501,8 @@ def format_table(r: dict) -> str:
     width = max(len(row[0]) for row in rows)
     lines = [
         f"raycse bench: {r['shape']} ({layers['num_hidden_layers']}x{layers['hidden_size']}, "
-        f"{r['params_layers'] / 1e6:.2f}M layer params), loss {r['loss']}, batch {r['batch_size']} x seq {r['seq_len']}, "
-        f"{r['steps']} timed steps after {r['warmup']}",
+        f"{r['params_layers'] / 1e6:.2f}M layer params), loss {r['loss']}, "
+        f"batch {r['batch_size']} x seq {r['seq_len']}, {r['steps']} timed steps after {r['warmup']}",
         f"device: {r['device']}   torch {r['torch']}",
         f"{'':<{width}}  {'ms/step':>10}  {'sentences/s':>12}  {'TFLOP/s':>9}  {'MFU':>6}",
     ]
@@ -528,126 +517,6 @@ def format_table(r: dict) -> str:
         p = r["profile"]
         busy = "" if p["device_busy_fraction"] is None else (
             f": kernels {p['device_ms_per_step']:.2f} ms/step, device busy {100 * p['device_busy_fraction']:.0f}%")
-        lines.append(f"profile ({p['profiled_steps']} steps, {p['ms_per_step_profiled']:.2f} ms/step){busy} -> {p['table']}")
-    return "\n".join(lines)
-
-
-# ---------------------------------------------------------------------------------------- concurrent
-def _barrier_class():
-    import ray
-
-    @ray.remote(num_cpus=0)
-    class Barrier:
-        """Trials arrive after their warm-up; all start timing once the last has arrived."""
-
-        def __init__(self, parties: int):
-            self.parties, self.arrived = parties, 0
-
-        def arrive(self) -> None:
-            self.arrived += 1
-
-        def open(self) -> bool:
-            return self.arrived >= self.parties
-
-    return Barrier
-
-
-def concurrent_trial(options: dict, threads: int, barrier) -> dict:
-    """One trial of `run_concurrent`, inside a Ray task: the StepRunner loop on its share of the device."""
-    import ray
-    import torch
-
-    from raycse.trainer import pick_device
-
-    torch.set_num_threads(max(1, threads))
-    opts = BenchOptions(**options)
-    device = pick_device()
-    tokenizer = load_tokenizer()
-    runner, loss_fn = build_runner(opts, tokenizer, device)
-    data = synthetic_data(tokenizer, opts.batch_size, opts.seq_len, loss_fn.needs_hard_neg,
-                          min(BATCH_POOL, opts.warmup + opts.steps), opts.seed)
-    _loader, inputs = step_inputs(opts, data, runner, device)
-    for _ in range(opts.warmup):
-        runner.step(next(inputs))
-    synchronize(device)
-    ray.get(barrier.arrive.remote())
-    while not ray.get(barrier.open.remote()):
-        time.sleep(0.01)
-    started_wall, started = time.time(), time.perf_counter()
-    for _ in range(opts.steps):
-        runner.step(next(inputs))
-    synchronize(device)
-    elapsed = time.perf_counter() - started
-    return {"ms_per_step": 1000.0 * elapsed / opts.steps, "sentences_per_s": opts.batch_size * opts.steps / elapsed,
-            "start": started_wall, "end": started_wall + elapsed, "device": device_name(device),
-            "gpu_ids": [str(g) for g in ray.get_gpu_ids()]}
-
-
-def run_concurrent(options: BenchOptions, trials: int) -> dict:
-    """Aggregate sentences/s of `trials` concurrent trials on one machine, scheduled by Ray.
-
-    Each trial is a Ray task with `num_gpus = 1/trials` (when the cluster has a GPU) and `num_cpus = CPUs/trials`,
-    so all of them fit on one GPU at once, as fractional-GPU search trials do. Each builds its own encoder and
-    StepRunner, warms up, waits at a barrier until every trial is warm, then times `steps` steps. The aggregate
-    is all trials' sentences over the span from the first start to the last end (the conservative figure);
-    `sum_of_trial_sentences_per_s` adds each trial's own rate.
-    """
-    import ray
-    import torch
-
-    options.validate()
-    if not isinstance(trials, int) or trials < 1:
-        raise ConfigError(f"--concurrent: must be an integer >= 1, got {trials!r}")
-    started_ray = not ray.is_initialized()
-    if started_ray:
-        ray.init(address=os.environ.get("RAY_ADDRESS"), include_dashboard=False, log_to_driver=False,
-                 runtime_env={"env_vars": {"TOKENIZERS_PARALLELISM": "false",
-                                           "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1")}})
-    try:
-        cluster = ray.cluster_resources()
-        gpus, cpus = cluster.get("GPU", 0.0), cluster.get("CPU", 1.0)
-        num_gpus = math.floor(10_000 / trials) / 10_000 if gpus > 0 else 0.0
-        num_cpus = math.floor(10_000 * cpus / trials) / 10_000
-        barrier = _barrier_class().remote(trials)
-        task = ray.remote(concurrent_trial).options(num_gpus=num_gpus, num_cpus=num_cpus, max_retries=0)
-        payload = asdict(options)
-        results = ray.get([task.remote(payload, int(cpus // trials), barrier) for _ in range(trials)])
-    finally:
-        if started_ray:
-            ray.shutdown()
-    span = max(r["end"] for r in results) - min(r["start"] for r in results)
-    return {
-        "concurrent": trials,
-        "shape": options.shape,
-        "loss": options.loss,
-        "batch_size": options.batch_size,
-        "seq_len": options.seq_len,
-        "steps": options.steps,
-        "warmup": options.warmup,
-        "precision": options.precision,
-        "compile": options.compile,
-        "device": results[0]["device"],
-        "torch": torch.__version__,
-        "num_gpus_per_trial": num_gpus,
-        "num_cpus_per_trial": num_cpus,
-        "aggregate_sentences_per_s": options.batch_size * options.steps * trials / span,
-        "sum_of_trial_sentences_per_s": sum(r["sentences_per_s"] for r in results),
-        "trials": [{k: r[k] for k in ("ms_per_step", "sentences_per_s", "gpu_ids")} for r in results],
-        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-    }
-
-
-def format_concurrent(r: dict) -> str:
-    lines = [f"raycse bench --concurrent {r['concurrent']}: {r['shape']}, loss {r['loss']}, batch {r['batch_size']} "
-             f"x seq {r['seq_len']}, {r['steps']} timed steps per trial",
-             f"device: {r['device']}   torch {r['torch']}   per trial: num_gpus={r['num_gpus_per_trial']:g}, "
-             f"num_cpus={r['num_cpus_per_trial']:g}"]
-    for i, t in enumerate(r["trials"]):
-        lines.append(f"  trial {i}: {t['ms_per_step']:9.2f} ms/step  {t['sentences_per_s']:10.1f} sentences/s"
-                     + (f"  GPU {','.join(t['gpu_ids'])}" if t["gpu_ids"] else ""))
-    lines.append(f"aggregate: {r['aggregate_sentences_per_s']:.1f} sentences/s "
-                 f"(sum of the trials' own rates {r['sum_of_trial_sentences_per_s']:.1f})")
-    if r["num_gpus_per_trial"] == 0:
-        lines.append("note: no GPU in the Ray cluster, so the trials only split the CPU cores; "
-                     "the GPU-sharing figure needs a GPU")
+        lines.append(f"profile ({p['profiled_steps']} steps, {p['ms_per_step_profiled']:.2f} ms/step){busy} "
+                     f"-> {p['table']}")
     return "\n".join(lines)

@@ -104,7 +104,7 @@ class TrainConfig:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, values: dict[str, Any], where: str = "config") -> "TrainConfig":
+    def from_dict(cls, values: dict[str, Any], where: str = "config") -> TrainConfig:
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:
@@ -112,7 +112,7 @@ class TrainConfig:
                               key=unknown[0])
         return cls(**values)
 
-    def validate(self) -> "TrainConfig":
+    def validate(self) -> TrainConfig:
         """Check every field once; return self so calls chain. Builds the loss to validate its hyperparameters."""
         from raycse.evaluation import build_objective
         from raycse.losses import build_loss
@@ -179,7 +179,8 @@ def check_number(name: str, value: Any, low: float | None = None, strict: bool =
     if ok and high is not None:
         ok = value <= high
     if not ok:
-        bounds = [f"{'>' if strict else '>='} {low:g}" if low is not None else "", f"<= {high:g}" if high is not None else ""]
+        bounds = [f"{'>' if strict else '>='} {low:g}" if low is not None else "",
+                  f"<= {high:g}" if high is not None else ""]
         bound = " and ".join(b for b in bounds if b)
         raise ConfigError.at(name, f"must be a finite number{' ' + bound if bound else ''}, got {value!r}")
     return float(value)

@@ -19,7 +19,7 @@ import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
 from raycse.config import BUNDLED_CORPUS, BUNDLED_NLI
-from raycse.errors import ConfigError
+from raycse.errors import ConfigError, first_line
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 BUNDLED_CORPUS_PATH = DATA_DIR / "wiki_sample.txt"
@@ -135,8 +135,8 @@ def _decode_lines(raw: bytes, name: str, replace_bad_bytes: bool, keep_blank: bo
         except UnicodeDecodeError as err:
             if not replace_bad_bytes:
                 raise ConfigError(
-                    f"{name}: line {number} is not valid UTF-8 (byte {line[err.start]:#04x} at column {err.start + 1}); "
-                    "fix the file or pass --replace-bad-bytes") from None
+                    f"{name}: line {number} is not valid UTF-8 (byte {line[err.start]:#04x} at column "
+                    f"{err.start + 1}); fix the file or pass --replace-bad-bytes") from None
             text = line.decode("utf-8", errors="replace")
         text = text.lstrip("\ufeff").strip()
         if text or keep_blank:
@@ -152,8 +152,8 @@ def _read_hf_dataset(source: str) -> list[str]:
         import datasets
 
         dataset = datasets.load_dataset(name, split=split)
-    except Exception as err:  # the hub raises many types; the user needs one line
-        raise ConfigError(f"cannot load Hugging Face dataset {name!r} (split {split!r}): {str(err).splitlines()[0]}") from None
+    except Exception as err:  # noqa: BLE001 - the hub raises many types; the user needs one line
+        raise ConfigError(f"cannot load Hugging Face dataset {name!r} (split {split!r}): {first_line(err)}") from None
     if column not in dataset.column_names:
         raise ConfigError(f"dataset {name!r} has no column {column!r} (columns: {', '.join(dataset.column_names)})")
     return [s.strip() for s in dataset[column] if isinstance(s, str) and s.strip()]

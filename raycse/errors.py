@@ -19,6 +19,13 @@ class ConfigError(ValueError):
         self.key = key
 
     @classmethod
-    def at(cls, key: str, detail: str) -> "ConfigError":
+    def at(cls, key: str, detail: str) -> ConfigError:
         """'<key>: <detail>', remembering the key."""
         return cls(f"{key}: {detail}", key=key)
+
+
+def first_line(err: BaseException) -> str:
+    """The first line of an exception's message (its type's name when it has none): a library's error, fit for
+    a one-line ConfigError."""
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__

@@ -19,8 +19,8 @@ The number a search maximises is a `DevObjective`, chosen with `build_objective`
   sts_dev_avg       the mean of STS-B dev and SICK-R dev (DCLR's model selection)
   a file path       the user's own development pairs, a TSV or CSV with two sentence columns and a gold score
 
-The evaluation knows nothing of models: it takes an `Encode` function from sentences to embeddings, and
-encodes each distinct sentence once.
+The scoring knows nothing of models: it takes an `Encode` function from sentences to embeddings, and encodes
+each distinct sentence once. Only `run_eval`, behind `raycse eval`, loads an `Encoder` to make one.
 """
 from __future__ import annotations
 
@@ -67,8 +67,8 @@ RESULTS_OF_TASKS = {
 _STSB_FILES = {"STSBenchmark-dev": "sts-dev.csv", "STSBenchmark-test": "sts-test.csv"}
 _SICK_FILES = {"SICK-dev": "SICK_trial.txt", "SICK-test": "SICK_test_annotated.txt"}
 
-# SimCSE (footnote 3) takes "STS-B pairs with a score higher than 4" as p_pos; issue #2 states gold >= 4, and
-# where an issue states a formula it is the contract (264 STS-B dev pairs rather than 208).
+# SimCSE (footnote 3) takes "STS-B pairs with a score higher than 4" as p_pos; raycse's alignment counts the pairs
+# scored exactly 4 too (gold >= 4: 264 STS-B dev pairs rather than 208), so it is not a strict "> 4" reading.
 ALIGNMENT_MIN_GOLD = 4.0
 
 
@@ -119,7 +119,8 @@ def _load_sts_year(folder: Path) -> dict[str, STSPairs]:
         pair_lines = _read_lines(input_file)
         gold_lines = _read_lines(folder / f"STS.gs.{subset}.txt")
         if len(pair_lines) != len(gold_lines):
-            raise ValueError(f"{folder.name}/{subset}: {len(pair_lines)} sentence pairs but {len(gold_lines)} gold lines")
+            raise ValueError(f"{folder.name}/{subset}: {len(pair_lines)} sentence pairs "
+                             f"but {len(gold_lines)} gold lines")
         sentences1, sentences2, scores = [], [], []
         for pair_line, gold in zip(pair_lines, gold_lines):
             if not gold.strip():  # no gold score: SentEval drops the pair
@@ -220,7 +221,6 @@ class StsbDevEvaluator:
     def __init__(self, data_dir: str | Path | None = None):
         self._objective = build_objective("stsb_dev", data_dir=data_dir)
         self.pairs = self._objective.pairs["stsb_dev"]
-        self._distinct = self._objective._distinct  # `raycse bench` counts its sentences
 
     def __call__(self, encode: Encode) -> float:
         return self._objective(encode)["stsb_dev"]
@@ -305,7 +305,8 @@ class DevObjective:
     def __call__(self, encode: Encode) -> dict[str, float]:
         embeddings = self._distinct.encode_with(encode)
         figures = {
-            key: spearman_x100(_cosines(embeddings, *self._rows[key]), pairs.scores) for key, pairs in self.pairs.items()
+            key: spearman_x100(_cosines(embeddings, *self._rows[key]), pairs.scores)
+            for key, pairs in self.pairs.items()
         }
         return {"objective": float(np.mean(list(figures.values()))), **figures}
 
@@ -474,7 +475,9 @@ TABLE2_COLUMNS = {
     "STS12": "STS12", "STS13": "STS13", "STS14": "STS14", "STS15": "STS15", "STS16": "STS16",
     "STSBenchmark": "STS-B", "SICKRelatedness": "SICK-R", "avg": "Avg.",
 }
-_EXTRA_LINES = {"stsb_dev": "STS-B dev", "sickr_dev": "SICK-R dev", "alignment": "alignment", "uniformity": "uniformity"}
+_EXTRA_LINES = {
+    "stsb_dev": "STS-B dev", "sickr_dev": "SICK-R dev", "alignment": "alignment", "uniformity": "uniformity",
+}
 
 
 def format_table(results: dict[str, float], title: str) -> str:

@@ -57,9 +57,9 @@ def torch_trainer(worker_loop, config: TrainConfig, cpus_per_worker: float, stor
 
 def _train_worker(loop_config: dict) -> None:
     """A `raycse train --workers W` worker: the plain trainer, progress printed by rank 0."""
-    from raycse.trainer import train
-
     import ray.train
+
+    from raycse.trainer import train
 
     config = TrainConfig(**loop_config["config"])
     rank = ray.train.get_context().get_world_rank()

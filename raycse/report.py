@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from raycse.errors import ConfigError
+from raycse.errors import ConfigError, first_line
 
 if TYPE_CHECKING:
     import optuna
@@ -118,9 +118,10 @@ def best_of_history(history: list[tuple[int, float]]) -> tuple[float, int] | Non
 def search_rows_from_summary(summary: dict) -> list[TrialRow]:
     """The search table from `search_summary.json` alone (what the end of `raycse search` has at hand)."""
     published_key = (summary.get("published") or {}).get("config_key")
-    return [TrialRow(trial_id=t["trial_id"], family=t["family"], params=t["params"], best_objective=t.get("best_objective"),
-                     best_step=t.get("best_step"), last_step=t.get("steps"), status=t.get("status", "-"),
-                     seed=t.get("seed"), is_published=published_key is not None and t.get("config_key") == published_key)
+    return [TrialRow(trial_id=t["trial_id"], family=t["family"], params=t["params"],
+                     best_objective=t.get("best_objective"), best_step=t.get("best_step"), last_step=t.get("steps"),
+                     status=t.get("status", "-"), seed=t.get("seed"),
+                     is_published=published_key is not None and t.get("config_key") == published_key)
             for t in summary.get("trials", []) if t.get("stage", "search") == "search"]
 
 
@@ -134,7 +135,8 @@ def _param_value(text: str) -> Any:
     return text
 
 
-def search_rows_from_runs(client: MlflowClient, experiment_id: str, parent_run_id: str, summary: dict) -> list[TrialRow]:
+def search_rows_from_runs(client: MlflowClient, experiment_id: str, parent_run_id: str,
+                          summary: dict) -> list[TrialRow]:
     """The search table from the child runs: best value and best step straight from each `objective` history."""
     searched = summary.get("searched_params") or {}
     published_key = (summary.get("published") or {}).get("config_key")
@@ -170,14 +172,17 @@ def search_table_rows(rows: list[TrialRow], searched_params: dict[str, list[str]
     ordered = sorted(rows, key=lambda r: (r.best_objective is None, -(r.best_objective or 0.0)))
     headers = (["optuna #", "trial"] + (["loss"] if len(families) > 1 else []) + names
                + ["best objective", "best step", "last eval step", "seed", "status", "point"])
-    cells = [[r.optuna_number, r.trial_id] + ([r.family] if len(families) > 1 else []) + [r.params.get(n) for n in names]
-             + [score(r.best_objective), r.best_step, r.last_step, r.seed, r.status, "published" if r.is_published else ""]
+    cells = [[r.optuna_number, r.trial_id] + ([r.family] if len(families) > 1 else [])
+             + [r.params.get(n) for n in names]
+             + [score(r.best_objective), r.best_step, r.last_step, r.seed, r.status,
+                "published" if r.is_published else ""]
              for r in ordered]
     return headers, cells
 
 
 def confirmation_table_rows(summary: dict) -> tuple[list[str], list[list[Any]]]:
-    """The confirmation stage: each configuration re-run over seeds, and its paired difference to the published point."""
+    """The confirmation stage: each configuration re-run over seeds, and its paired difference to the published
+    point."""
     headers = ["search rank", "loss", "parameters", "n", "seeds", "mean ± std", "diff to published", "95% interval"]
     cells = []
     for c in summary.get("confirmation") or []:
@@ -236,8 +241,9 @@ def importance_warnings(objectives: list[float], seed_noise_std: float | None) -
     if seed_noise_std is not None and len(objectives) >= 2:
         spread = max(objectives) - min(objectives)
         if spread < NOISE_SPREAD_FACTOR * seed_noise_std:
-            warnings.append(f"the completed trials' objectives span {fmt(spread)}, less than {fmt(NOISE_SPREAD_FACTOR)} x "
-                            f"the seed noise ({fmt(seed_noise_std)}): the importances rank noise")
+            warnings.append(f"the completed trials' objectives span {fmt(spread)}, "
+                            f"less than {fmt(NOISE_SPREAD_FACTOR)} x the seed noise ({fmt(seed_noise_std)}): "
+                            "the importances rank noise")
     return warnings
 
 
@@ -319,7 +325,7 @@ def load_study(study_name: str, storage: str) -> optuna.Study:
         names = ", ".join(optuna.get_all_study_names(storage)) or "none"
         raise ConfigError(f"no Optuna study {study_name!r} in {storage} (studies: {names})") from None
     except (sqlalchemy.exc.SQLAlchemyError, ImportError, RuntimeError, ValueError) as err:
-        raise ConfigError(f"cannot open Optuna storage {storage}: {str(err).splitlines()[0]}") from None
+        raise ConfigError(f"cannot open Optuna storage {storage}: {first_line(err)}") from None
 
 
 def load_search(tracking_uri: str, experiment: str, optuna_storage: str | None = None) -> SearchRecord:
@@ -386,9 +392,11 @@ def report_experiment(tracking_uri: str, experiment: str, out_dir: Path) -> str:
 
 def format_timings(timings: dict[str, float]) -> str:
     """Where a search's wall clock went, by phase, and the trials' own time by kind (search.py's metrics)."""
-    phases = [(k[len("time_"):-len("_s")], v) for k, v in timings.items() if k.startswith("time_") and k != "time_total_s"]
-    trials = [(k[len("trial_"):-len("_s")], timings[k]) for k in
-              ("trial_startup_s", "trial_compile_s", "trial_train_s", "trial_eval_s", "trial_checkpoint_s") if k in timings]
+    phases = [(k[len("time_"):-len("_s")], v) for k, v in timings.items()
+              if k.startswith("time_") and k != "time_total_s"]
+    trials = [(k[len("trial_"):-len("_s")], timings[k])
+              for k in ("trial_startup_s", "trial_compile_s", "trial_train_s", "trial_eval_s", "trial_checkpoint_s")
+              if k in timings]
     return (f"Time: {timings.get('time_total_s', 0.0):.0f} s in all ("
             + ", ".join(f"{name} {seconds:.0f} s" for name, seconds in phases)
             + "). Trials, summed: " + ", ".join(f"{name} {seconds:.0f} s" for name, seconds in trials)

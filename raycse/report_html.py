@@ -174,7 +174,8 @@ class _References:
         def mark(axes: list[Any]) -> None:
             x, y = (self.published_params.get(p) for p in params)
             if isinstance(x, (int, float)) and isinstance(y, (int, float)):
-                axes[0].plot([x], [y], marker="*", markersize=14, color="tab:red", linestyle="", label="published point")
+                axes[0].plot([x], [y], marker="*", markersize=14, color="tab:red", linestyle="",
+                             label="published point")
                 axes[0].legend(fontsize=8, loc="lower right")
         return mark
 
@@ -194,7 +195,8 @@ def _plotting():
 
     verbosity = optuna.logging.get_verbosity()
     open_figures = set(plt.get_fignums())
-    optuna.logging.set_verbosity(optuna.logging.ERROR)  # "unique value length is less than 2" and the like: checked before
+    # optuna's "unique value length is less than 2" and the like: checked before
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
     try:
         with matplotlib.rc_context(), warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
@@ -346,7 +348,8 @@ def render_report(record: SearchRecord, out_dir: Path) -> RenderedReport:
     family = published.get("family", "-")
     references = _References(
         baseline=baseline, published=published_reference(summary, record.rows), published_family=family,
-        published_params={(f"{family}/{k}" if conditional else k): v for k, v in (published.get("params") or {}).items()})
+        published_params={(f"{family}/{k}" if conditional else k): v
+                          for k, v in (published.get("params") or {}).items()})
     target_name = summary.get("objective_description") or summary.get("objective") or "objective"
 
     page.add(f"<h1>raycse search report: {html.escape(record.experiment)}</h1>")

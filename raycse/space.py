@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from raycse.config import TrainConfig, check_int, check_number, searchable_settings
-from raycse.errors import ConfigError
+from raycse.errors import ConfigError, first_line
 
 DISTRIBUTIONS = ("uniform", "loguniform", "int", "categorical")
 TRAIN_SEARCHABLE = searchable_settings()  # training settings a space may search (lr, batch_size, pooler, ...)
@@ -98,7 +98,7 @@ class TrialSpec:
     stage: str  # "search" | "confirm"
 
     @classmethod
-    def of(cls, tune_config: dict, base_seed: int) -> "TrialSpec":
+    def of(cls, tune_config: dict, base_seed: int) -> TrialSpec:
         """Search-stage trials carry only the sampled values; confirmation trials carry a `raycse_trial` dict."""
         spec = tune_config.get("raycse_trial")
         if spec is None:
@@ -186,7 +186,7 @@ class SearchSpace:
         return json.dumps({"family": family, **{k: params[k] for k in sorted(params)}}, sort_keys=False,
                           separators=(",", ":"))
 
-    def with_cpu_budget(self) -> "SearchSpace":
+    def with_cpu_budget(self) -> SearchSpace:
         """No GPU: a copy with the settings the file's cpu_budget names replaced (fewer, shorter trials)."""
         if not self.cpu_budget:
             return dataclasses.replace(self, budget="cpu")
@@ -232,7 +232,7 @@ def load_space(path: str | Path) -> SearchSpace:
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         line = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        problem = getattr(err, "problem", None) or first_line(err)
         raise ConfigError(f"{where}: YAML syntax error{line}: {problem}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: expected a mapping of settings at the top level")
@@ -330,7 +330,8 @@ def _parse_families(raw: dict, where: str) -> dict[str, Family]:
     if "families" in raw:
         for key in ("loss", "space", "published"):
             if key in raw:
-                raise ConfigError(f"{where}: '{key}' and 'families' exclude each other (put '{key}' inside each family)")
+                raise ConfigError(f"{where}: '{key}' and 'families' exclude each other "
+                                  f"(put '{key}' inside each family)")
         families = _mapping(raw["families"], where, "families")
         if not families:
             raise ConfigError(f"{where}: 'families' is empty")
@@ -343,7 +344,8 @@ def _parse_families(raw: dict, where: str) -> dict[str, Family]:
                                         where, f"families.{name}.")
         return parsed
     if "loss" not in raw:
-        raise ConfigError(f"{where}: missing key 'loss' (one of {', '.join(LOSS_NAMES)}), or 'families' for a conditional space")
+        raise ConfigError(f"{where}: missing key 'loss' (one of {', '.join(LOSS_NAMES)}), "
+                          "or 'families' for a conditional space")
     loss = raw["loss"]
     return {str(loss): _family(loss, raw.get("reg"), raw.get("space", {}), raw.get("published", {}), where, "")}
 
@@ -368,7 +370,8 @@ def _family(loss, reg, space, published, where: str, prefix: str) -> Family:
     published = _mapping(published, where, f"{prefix}published")
     for param, value in published.items():
         if param not in dists:
-            raise ConfigError(f"{where}: {prefix}published.{param}: not a searched parameter (searched: {', '.join(dists) or 'none'})")
+            raise ConfigError(f"{where}: {prefix}published.{param}: not a searched parameter "
+                              f"(searched: {', '.join(dists) or 'none'})")
         if not dists[param].contains(value):
             raise ConfigError(f"{where}: {prefix}published.{param}: {value!r} lies outside its searched range "
                               f"({dists[param].describe()})")
@@ -416,7 +419,8 @@ def validate_space(space: SearchSpace, prefix: str = "") -> None:
         check("search.max_concurrent", check_int, space.max_concurrent, low=1)
     check("search.seed", check_int, space.seed)
     if space.test_eval not in TEST_EVAL:
-        raise ConfigError(f"{where}: {prefix}search.test_eval: {space.test_eval!r} is not one of {', '.join(TEST_EVAL)}")
+        raise ConfigError(f"{where}: {prefix}search.test_eval: {space.test_eval!r} "
+                          f"is not one of {', '.join(TEST_EVAL)}")
     sched = space.scheduler
     if sched.get("name") not in ("asha", "fifo"):
         raise ConfigError(f"{where}: {prefix}search.scheduler.name: {sched.get('name')!r} is not one of asha, fifo")

@@ -109,8 +109,8 @@ class Tracker:
     @retry_when_locked
     def mark_orphans_killed(self, parent_run_id: str) -> int:
         """Children left RUNNING by a killed driver become KILLED (a resumed trial reopens its own)."""
-        runs = self.client.search_runs([self.experiment_id],
-                                       filter_string=f"tags.mlflow.parentRunId = '{parent_run_id}' and attributes.status = 'RUNNING'")
+        running_children = f"tags.mlflow.parentRunId = '{parent_run_id}' and attributes.status = 'RUNNING'"
+        runs = self.client.search_runs([self.experiment_id], filter_string=running_children)
         for run in runs:
             self.client.set_terminated(run.info.run_id, status="KILLED")
         return len(runs)

@@ -135,7 +135,7 @@ def seed_everything(seed: int) -> None:
 
 def pick_device() -> torch.device:
     if torch.cuda.is_available():
-        local_rank = int(os.environ.get("LOCAL_RANK", 0))
+        local_rank = int(os.environ.get("LOCAL_RANK", "0"))
         return torch.device("cuda", local_rank % torch.cuda.device_count())
     return torch.device("cpu")
 
@@ -201,7 +201,7 @@ class TokenizedBatch:
     supervised: bool
     first_rows: dict[str, torch.Tensor] | None = None
 
-    def pin_memory(self) -> "TokenizedBatch":
+    def pin_memory(self) -> TokenizedBatch:
         """Called by the DataLoader's pin-memory thread (pin_memory=True), so the step's copies can be async."""
         pin = lambda rows: None if rows is None else {k: v.pin_memory() for k, v in rows.items()}  # noqa: E731
         return TokenizedBatch(pin(self.rows), self.n, self.supervised, pin(self.first_rows))
@@ -504,15 +504,20 @@ def load_examples(config: TrainConfig) -> list:
     return read_corpus(config.corpus, max_sentences=config.max_sentences, replace_bad_bytes=config.replace_bad_bytes)
 
 
-def load_complementary(config: TrainConfig, device: torch.device) -> Encoder:
-    """DCLR's frozen complementary model: a given checkpoint, else a frozen copy of the starting weights;
-    eval mode, and bf16 (fp16 where unsupported) on CUDA, since it never trains."""
-    source = config.complementary or config.model
-    encoder = Encoder.from_pretrained(source, pooler=config.poolers()[1], trust_remote_code=config.trust_remote_code)
+def freeze(encoder: Encoder, device: torch.device) -> Encoder:
+    """`encoder`, in place, as a model that never trains: no gradients, eval mode, on `device`, and on CUDA in
+    bf16 (fp16 where unsupported), since without optimiser steps it needs no float32 master weights."""
     encoder.requires_grad_(False).eval().to(device)
     if device.type == "cuda":
         encoder.to(torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16)
     return encoder
+
+
+def load_complementary(config: TrainConfig, device: torch.device) -> Encoder:
+    """DCLR's frozen complementary model (`freeze`): a given checkpoint, else the starting weights."""
+    source = config.complementary or config.model
+    encoder = Encoder.from_pretrained(source, pooler=config.poolers()[1], trust_remote_code=config.trust_remote_code)
+    return freeze(encoder, device)
 
 
 def train(config: TrainConfig,
@@ -634,7 +639,8 @@ def train(config: TrainConfig,
             if progress.compiled is None and (step - start_step >= COMPILE_PROBE_STEPS or last):
                 if device.type == "cuda":
                     torch.cuda.synchronize()
-                eager_step_s = (timings.train_s - start_train_s + time.perf_counter() - window_start) / (step - start_step)
+                eager_s = timings.train_s - start_train_s + time.perf_counter() - window_start
+                eager_step_s = eager_s / (step - start_step)
                 decision, reason = decide_compile(config.compile, device, total_steps - step, eager_step_s,
                                                   compile_seconds)
                 # every worker follows rank 0, whose clock the others' may differ from

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
 
 import pytest
 
 from raycse.bench import BenchOptions, pass_rows, step_flops
 from raycse.cli import main
+from raycse.row_dropout import ROW_DROPOUT_ATTENTION
 
 HEADLINE_KEYS = ("shape", "loss", "batch_size", "seq_len", "device", "torch", "precision", "compile", "ms_per_step",
                  "sentences_per_s", "tflop_per_s", "mfu", "baseline", "speedup", "eval_seconds")
@@ -41,7 +41,7 @@ def test_bench_tiny_writes_the_figures(tmp_path, capsys, one_thread):
     assert math.isclose(baseline["sentences_per_s"], 16 * 1000.0 / baseline["ms_per_step"], rel_tol=1e-9)
     assert math.isclose(r["speedup"], baseline["ms_per_step"] / r["ms_per_step"], rel_tol=1e-9)
     assert (baseline["precision"], baseline["attention"]) == ("fp32", "eager")
-    assert r["attention"] == "sdpa"
+    assert r["attention"] == ROW_DROPOUT_ATTENTION  # the trainer's: SDPA that can restrict dropout to rows
     if r["device"].startswith("CPU"):
         assert r["mfu"] is None and r["precision"] == "fp32" and r["compile"] is False
     assert r["eval_sentences"] > 1000
@@ -111,6 +111,7 @@ def test_options_default_to_a_valid_minilm_run():
     assert BenchOptions().validate().shape == "minilm"
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_concurrent_trials_through_ray(tmp_path):
     output = tmp_path / "c.json"

@@ -149,6 +149,7 @@ def test_an_existing_non_empty_output_dir_is_refused_and_left_alone(tiny_bert_di
     assert not db.exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["unknown-loss", "non-utf8-corpus", "missing-model"])
 def test_the_command_exits_2_with_one_line_and_no_traceback(tiny_bert_dir, corpus, tmp_path, case):
     output_dir, db = tmp_path / "D", tmp_path / "tracking" / "mlflow.db"

@@ -23,12 +23,11 @@ import tomllib
 from pathlib import Path
 
 import pytest
+import ray
 import yaml
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
-
-import ray
 
 # Private module (`_private`): Ray may rename or change these in any release. They are the functions
 # `ray up` itself uses to fill in and validate a cluster config, which is why the test uses them,
@@ -353,6 +352,7 @@ def trial_node_ids() -> list[str]:
             if actor["ActorClassName"] == "ImplicitFunc"]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_fake_gpu_cluster_places_trials_on_gpu_workers(tmp_path, monkeypatch, tiny_bert_dir):
     config = _load("fake-gpu.yaml")

@@ -158,10 +158,12 @@ def assert_same_gradients(actual: dict[str, torch.Tensor], expected: dict[str, t
     floor = 1e-9 * flat_expected.norm()
     for name, g in expected.items():
         error = (actual[name] - g).norm()
-        assert error <= RTOL * g.norm() + floor, f"{loss}: gradient of {name} differs by {error:.3g} (|g| {g.norm():.3g})"
+        assert error <= RTOL * g.norm() + floor, \
+            f"{loss}: gradient of {name} differs by {error:.3g} (|g| {g.norm():.3g})"
 
 
 # ---------------------------------------------------------------------------------------------------- tests
+@pytest.mark.slow
 def test_two_workers_times_b_equal_one_worker_times_2b(ray_cluster, no_dropout_bert_dir, examples, tmp_path):
     phi = dclr_phi_that_removes_some_negatives(no_dropout_bert_dir, examples)
     losses = {"simcse": {}, "imsimcse": {}, "dclr": {"phi": phi, "k": 1.0}}
@@ -202,6 +204,7 @@ def test_dclr_phi_splits_the_batch(no_dropout_bert_dir, examples):
     assert 0 < off_diagonal.sum() < len(off_diagonal)
 
 
+@pytest.mark.slow
 def test_raycse_training_on_two_workers_matches_one_worker(ray_cluster, no_dropout_bert_dir, tmp_path):
     """`raycse train --workers 2` end to end: the trainer on two Ray Train workers writes results.json with
     world_size 2, and (dropout off) follows the same dev curve and losses as one worker with twice the batch.

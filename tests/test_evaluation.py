@@ -52,7 +52,8 @@ def write_sts_year(folder: Path, subsets: dict[str, list[tuple[str, str, str]]])
     """SentEval layout: STS.input.<subset>.txt (two sentences, tab) and STS.gs.<subset>.txt (score or empty)."""
     folder.mkdir(parents=True, exist_ok=True)
     for subset, rows in subsets.items():
-        (folder / f"STS.input.{subset}.txt").write_text("".join(f"{s1}\t{s2}\n" for s1, s2, _ in rows), encoding="utf-8")
+        pair_lines = "".join(f"{s1}\t{s2}\n" for s1, s2, _ in rows)
+        (folder / f"STS.input.{subset}.txt").write_text(pair_lines, encoding="utf-8")
         (folder / f"STS.gs.{subset}.txt").write_text("".join(f"{gold}\n" for _, _, gold in rows), encoding="utf-8")
 
 
@@ -314,8 +315,10 @@ def test_dev_file_tsv_with_default_columns(tmp_path, tiny_encode):
                    + "".join(f"{a}\t{b}\t{gold}\tmine\n" for a, b, gold in DEV_ROWS) + "\n", encoding="utf-8")
     objective = build_objective(str(dev))
     assert isinstance(objective, DevObjective)
-    assert (objective.name, objective.description, objective.result_keys) == ("dev_file", str(dev), ("objective", "dev_file"))
-    assert objective.pairs["dev_file"].sentences1[7] == 'a girl is painting a "picture" .'  # quotes are literal in a TSV
+    assert (objective.name, objective.description) == ("dev_file", str(dev))
+    assert objective.result_keys == ("objective", "dev_file")
+    # quotes are literal in a TSV
+    assert objective.pairs["dev_file"].sentences1[7] == 'a girl is painting a "picture" .'
     recorded = Recorded(tiny_encode)
     results = objective(recorded)
     assert results["objective"] == results["dev_file"] == pytest.approx(_by_hand(tiny_encode, DEV_ROWS), abs=1e-6)
@@ -325,7 +328,8 @@ def test_dev_file_tsv_with_default_columns(tmp_path, tiny_encode):
 
 def test_dev_file_csv_with_custom_columns(tmp_path, tiny_encode):
     dev = tmp_path / "my dev.CSV"
-    lines = ["gold, left ,right"] + [f'{gold},"{a}","{b}"'.replace('"picture"', '""picture""') for a, b, gold in DEV_ROWS]
+    lines = ["gold, left ,right"]
+    lines += [f'{gold},"{a}","{b}"'.replace('"picture"', '""picture""') for a, b, gold in DEV_ROWS]
     dev.write_text("\r\n".join(lines) + "\r\n", encoding="utf-8")
     objective = build_objective(str(dev), columns="left, right,gold")
     assert objective.pairs["dev_file"].sentences1 == [a for a, _, _ in DEV_ROWS]
@@ -380,7 +384,8 @@ def test_dev_file_errors_name_the_culprit(tmp_path, name, content, columns, expe
 
 
 def test_columns_only_apply_to_a_file():
-    with pytest.raises(ConfigError, match="^objective_columns: 'a,b,c' only applies to a development file, not to stsb_dev$"):
+    with pytest.raises(ConfigError,
+                       match="^objective_columns: 'a,b,c' only applies to a development file, not to stsb_dev$"):
         build_objective("stsb_dev", columns="a,b,c")
 
 

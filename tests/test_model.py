@@ -16,14 +16,13 @@ from raycse.errors import ConfigError
 from raycse.model import (
     AUTO_POOLER,
     POOLERS,
-    ROW_DROPOUT_ATTENTION,
     Encoder,
-    RowDropout,
     check_loadable,
     declared_pooler,
     resolve_model_path,
     resolve_poolers,
 )
+from raycse.row_dropout import ROW_DROPOUT_ATTENTION, RowDropout
 
 
 @pytest.fixture(scope="module")
@@ -184,7 +183,8 @@ def test_a_directory_that_is_not_a_model_is_a_config_error(tmp_path):
 
 # ------------------------------------------------------------------------------------ checkpoints
 @pytest.mark.parametrize("pooler", POOLERS)
-def test_saved_checkpoint_loads_in_automodel_and_sentence_transformers(three_layer_bert_dir, sentences, tmp_path, pooler):
+def test_saved_checkpoint_loads_in_automodel_and_sentence_transformers(three_layer_bert_dir, sentences, tmp_path,
+                                                                        pooler):
     from sentence_transformers import SentenceTransformer
 
     encoder = Encoder.from_pretrained(three_layer_bert_dir, pooler="cls")

@@ -91,7 +91,8 @@ def _record_search(tracking_uri: str, storage: str, artifacts: Path, experiment:
             "raycse.config_key": _key(family, params), "raycse.status": status}).info.run_id
         metrics = [Metric("objective", value, now, step) for step, value in history]
         best_value, best_step = max(history, key=lambda point: point[1])[::-1] if history else (None, None)
-        if status == "finished":  # an ASHA-stopped trial never logged its summary metrics: its best step is in its history
+        # an ASHA-stopped trial never logged its summary metrics: its best step is in its history
+        if status == "finished":
             metrics += [Metric("best_objective", best_value, now, 0), Metric("best_step", best_step, now, 0)]
         client.log_batch(run, metrics=metrics, params=[Param("loss_family", family), Param("seed", "42")]
                          + [Param(k, str(v)) for k, v in params.items()])
@@ -123,7 +124,8 @@ def _record_search(tracking_uri: str, storage: str, artifacts: Path, experiment:
 
 FOCAL_SUMMARY = {
     "confirmation": [
-        {"config_key": _key("focal", {"tau": ODD_TAU, "m": 0.43}), "family": "focal", "params": {"tau": ODD_TAU, "m": 0.43},
+        {"config_key": _key("focal", {"tau": ODD_TAU, "m": 0.43}), "family": "focal",
+         "params": {"tau": ODD_TAU, "m": 0.43},
          "is_published": False, "search_rank": 1, "seeds": [42, 43, 44], "values": [81.56, 81.1, 81.3],
          "mean": 81.32, "std": 0.2306, "n": 3,
          "diff_to_published": {"mean": 0.1733, "std": 0.31, "low": -0.6, "high": 0.9467, "n": 3}},
@@ -205,7 +207,8 @@ def test_page_shows_references_tables_and_plots(focal_report):
 def test_search_table_best_steps_come_from_the_objective_history(focal_report):
     page = focal_report.html_path.read_text()
     stopped = _search_row(page, "f2")
-    assert (stopped["status"], stopped["best step"], stopped["best objective"]) == ("stopped early (ASHA)", "16", "80.40")
+    assert (stopped["status"], stopped["best step"], stopped["best objective"]) == \
+        ("stopped early (ASHA)", "16", "80.40")
     early_best = _search_row(page, "f3")
     assert (early_best["best step"], early_best["last eval step"], early_best["best objective"]) == ("8", "16", "81.00")
     assert _search_row(page, "f4")["best objective"] == "-"
@@ -216,8 +219,9 @@ def test_search_table_best_steps_come_from_the_objective_history(focal_report):
 def test_confirmation_verdict_and_test_tasks(focal_report):
     page = focal_report.html_path.read_text()
     confirmed = next(c for c in _cells(page) if c[:2] == ["1", "focal"])
-    assert confirmed[2:] == ["tau=0.07077, m=0.43", "3", "42, 43, 44", "81.32 ± 0.2306", "0.1733 ± 0.31",
-                             "[-0.6000, 0.9467]"]
+    # spreads and differences of STS figures in the figures' own unit, two decimals; differences signed
+    assert confirmed[2:] == ["tau=0.07077, m=0.43", "3", "42, 43, 44", "81.32 ± 0.23", "+0.17 ± 0.31",
+                             "[-0.60, +0.95]"]
     assert FOCAL_SUMMARY["winner"]["sentence"] in page
     winner = next(c for c in _cells(page) if c[0].startswith("raycse winner"))
     assert winner[1] == "61.23 ± 0.30" and winner[-1] == "72.70 ± 0.20"
@@ -251,7 +255,8 @@ def test_conditional_space_weighs_the_family_and_plots_each_family(all_report):
     # simcse searched one parameter: no contour, and the page says why
     assert "needs 2 numeric parameters that took 2 or more values, found 1" in page
     assert page.count("the confirmation stage measured no seed noise") == 1
-    assert "focal: importances: only 3 search trials completed (fewer than 10): the importances are little more than a guess" in all_report.warnings
+    assert ("focal: importances: only 3 search trials completed (fewer than 10): "
+            "the importances are little more than a guess") in all_report.warnings
     assert _search_row(page, "a2")["loss"] == "dclr" and _search_row(page, "a2")["phi"] == "0.9"
 
 

@@ -14,8 +14,16 @@ from raycse.config import TrainConfig
 from raycse.data import GlobalBatches
 from raycse.evaluation import SEVEN_TASKS, StsbDevEvaluator
 from raycse.model import Encoder
-from raycse.trainer import (NONFINITE_CHECK_EVERY, BatchTokenizer, StepRunner, TrainingDiverged, dropout_disabled,
-                            load_complementary, train, training_loader)
+from raycse.trainer import (
+    NONFINITE_CHECK_EVERY,
+    BatchTokenizer,
+    StepRunner,
+    TrainingDiverged,
+    dropout_disabled,
+    load_complementary,
+    train,
+    training_loader,
+)
 
 UNSUPERVISED = ("simcse", "focal", "off-dropout", "dclr", "triplet", "imsimcse", "simcse+dcl", "simcse+barlow")
 SUPERVISED = ("simcse-sup", "triplet")
@@ -47,7 +55,8 @@ def tiny_config(model: Path, output_dir: Path, **overrides) -> TrainConfig:
 # ------------------------------------------------------------------------------------ one full training
 @pytest.fixture(scope="module")
 def full_run(tiny_bert_dir, tmp_path_factory):
-    """One training with the final test evaluation, watched at every evaluation (shared by several tests)."""
+    """One training with the final test evaluation, watched at every evaluation (shared by several tests, all
+    marked slow: the test evaluation encodes every sentence of the seven STS test sets)."""
     output_dir = tmp_path_factory.mktemp("full") / "run"
     config = tiny_config(tiny_bert_dir, output_dir, max_steps=4, eval_steps=2, test_eval=True)
     reports, listings = [], []
@@ -60,6 +69,7 @@ def full_run(tiny_bert_dir, tmp_path_factory):
     return {"config": config, "results": results, "reports": reports, "listings": listings, "dir": output_dir}
 
 
+@pytest.mark.slow
 def test_results_json_holds_every_figure(full_run):
     written = json.loads((full_run["dir"] / "results.json").read_text())
     assert RESULT_KEYS | TEST_EVAL_KEYS <= written.keys()
@@ -79,6 +89,7 @@ def test_results_json_holds_every_figure(full_run):
     assert json.loads(json.dumps(full_run["results"])) == written
 
 
+@pytest.mark.slow
 def test_eval_reports_follow_the_dev_curve(full_run):
     reports, results = full_run["reports"], full_run["results"]
     assert [r.step for r in reports] == [2, 4] and all(r.total_steps == 4 for r in reports)
@@ -92,6 +103,7 @@ def test_eval_reports_follow_the_dev_curve(full_run):
     assert reports[-1].compile_decision.startswith("eager")
 
 
+@pytest.mark.slow
 def test_checkpoints_are_written_atomically(full_run):
     # At every evaluation, and at the end, the output directory holds the finished checkpoints and nothing
     # half-written: no staging (.best.*.partial, .last.*.partial) or retired (.*.old) directory is left behind.
@@ -101,6 +113,7 @@ def test_checkpoints_are_written_atomically(full_run):
     assert not [p for p in full_run["dir"].parent.rglob(".*")]
 
 
+@pytest.mark.slow
 def test_best_checkpoint_loads_in_sentence_transformers_and_transformers(full_run):
     from sentence_transformers import SentenceTransformer
     from transformers import AutoModel
@@ -118,6 +131,7 @@ def test_best_checkpoint_loads_in_sentence_transformers_and_transformers(full_ru
     assert json.loads((best / "raycse_pooler.json").read_text()) == {"pooler": "cls_before_pooler"}
 
 
+@pytest.mark.slow
 def test_the_same_seed_gives_the_same_dev_figures(full_run, tiny_bert_dir, tmp_path):
     # The test evaluation runs after the last dev evaluation, so it cannot change the dev curve.
     again = train(tiny_config(tiny_bert_dir, tmp_path / "again", max_steps=4, eval_steps=2))
@@ -361,6 +375,7 @@ class Interrupted(Exception):
     pass
 
 
+@pytest.mark.slow
 def test_a_resumed_training_ends_as_the_uninterrupted_one(tiny_bert_dir, tmp_path):
     # dropout masks, data order and the LR schedule all continue where last/ left them: the same curve, exactly
     settings = dict(max_steps=6, eval_steps=2, loss="dclr")  # DCLR also draws its noise negatives from the RNG

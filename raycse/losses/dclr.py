@@ -60,9 +60,8 @@ def dclr_noise_negatives(
 
     g is computed in closed form (`non_uniformity_gradient`), not by autograd: the ascent then is a few
     matmuls and pointwise ops that `torch.compile` fuses into the loss's graph, needs no `enable_grad`
-    inside a no_grad evaluation, and builds no graph that the training step would have to free. On an
-    H100 (N = K = 64, H = 768, 4 steps, float32) the ascent took 5.5 ms through autograd, 1.6 ms in closed
-    form eagerly and 0.64 ms compiled, and the two results differed by at most 1.2e-7.
+    inside a no_grad evaluation, and builds no graph that the training step would have to free. It agrees
+    with autograd's gradient (tests/test_dclr_noise.py compares the two).
 
     Args:
         z1: (N, H) anchors.

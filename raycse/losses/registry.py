@@ -228,7 +228,7 @@ class DCLR(Term):
         "noise_steps": Hyperparameter(4, low=0, integer=True),
         "noise_beta": _non_negative(1e-3),
         "noise_sigma": _positive(1.0),
-        "tau_u": _positive(0.05),
+        "tau_u": SIMCSE_TAU,
     }
 
     def forward(self, emb: Embeddings) -> Tensor:

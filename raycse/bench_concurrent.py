@@ -1,0 +1,146 @@
+"""`raycse bench --concurrent N`: N trials sharing one machine, each a Ray task with 1/N of it (`run_concurrent`).
+
+A trial runs `raycse bench`'s own step (`raycse.bench`: a random encoder, the trainer's StepRunner and
+DataLoader on synthetic batches). `benchmarks/concurrent.py` runs this for N = 1, 2, 4, 8 in one Ray session.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import time
+from dataclasses import asdict
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from raycse.bench import BenchOptions
+
+# raycse.bench re-exports `run_concurrent` and `format_concurrent`, so this module imports raycse.bench inside
+# its functions: at the top, importing either module first would find the other half-initialised.
+
+
+def _barrier_class():
+    import ray
+
+    @ray.remote(num_cpus=0)
+    class Barrier:
+        """Trials arrive after their warm-up; all start timing once the last has arrived."""
+
+        def __init__(self, parties: int):
+            self.parties, self.arrived = parties, 0
+
+        def arrive(self) -> None:
+            self.arrived += 1
+
+        def open(self) -> bool:
+            return self.arrived >= self.parties
+
+    return Barrier
+
+
+def concurrent_trial(options: dict, threads: int, barrier) -> dict:
+    """One trial of `run_concurrent`, inside a Ray task: the StepRunner loop on its share of the device."""
+    import ray
+    import torch
+
+    from raycse.bench import (
+        BATCH_POOL,
+        BenchOptions,
+        build_runner,
+        device_name,
+        load_tokenizer,
+        step_inputs,
+        synchronize,
+        synthetic_data,
+    )
+    from raycse.trainer import pick_device
+
+    torch.set_num_threads(max(1, threads))
+    opts = BenchOptions(**options)
+    device = pick_device()
+    tokenizer = load_tokenizer()
+    runner, loss_fn = build_runner(opts, tokenizer, device)
+    data = synthetic_data(tokenizer, opts.batch_size, opts.seq_len, loss_fn.needs_hard_neg,
+                          min(BATCH_POOL, opts.warmup + opts.steps), opts.seed)
+    _loader, inputs = step_inputs(opts, data, runner, device)
+    for _ in range(opts.warmup):
+        runner.step(next(inputs))
+    synchronize(device)
+    ray.get(barrier.arrive.remote())
+    while not ray.get(barrier.open.remote()):
+        time.sleep(0.01)
+    started_wall, started = time.time(), time.perf_counter()
+    for _ in range(opts.steps):
+        runner.step(next(inputs))
+    synchronize(device)
+    elapsed = time.perf_counter() - started
+    return {"ms_per_step": 1000.0 * elapsed / opts.steps, "sentences_per_s": opts.batch_size * opts.steps / elapsed,
+            "start": started_wall, "end": started_wall + elapsed, "device": device_name(device),
+            "gpu_ids": [str(g) for g in ray.get_gpu_ids()]}
+
+
+def run_concurrent(options: BenchOptions, trials: int) -> dict:
+    """Aggregate sentences/s of `trials` concurrent trials on one machine, scheduled by Ray.
+
+    Each trial is a Ray task with `num_gpus = 1/trials` (when the cluster has a GPU) and `num_cpus = CPUs/trials`,
+    so all of them fit on one GPU at once, as fractional-GPU search trials do. Each builds its own encoder and
+    StepRunner, warms up, waits at a barrier until every trial is warm, then times `steps` steps. The aggregate
+    is all trials' sentences over the span from the first start to the last end (the conservative figure);
+    `sum_of_trial_sentences_per_s` adds each trial's own rate.
+    """
+    import ray
+    import torch
+
+    from raycse.config import check_int
+    from raycse.ray_runtime import start_ray
+
+    options.validate()
+    check_int("--concurrent", trials, low=1)
+    started_ray = start_ray()
+    try:
+        cluster = ray.cluster_resources()
+        gpus, cpus = cluster.get("GPU", 0.0), cluster.get("CPU", 1.0)
+        num_gpus = math.floor(10_000 / trials) / 10_000 if gpus > 0 else 0.0
+        num_cpus = math.floor(10_000 * cpus / trials) / 10_000
+        barrier = _barrier_class().remote(trials)
+        task = ray.remote(concurrent_trial).options(num_gpus=num_gpus, num_cpus=num_cpus, max_retries=0)
+        payload = asdict(options)
+        results = ray.get([task.remote(payload, int(cpus // trials), barrier) for _ in range(trials)])
+    finally:
+        if started_ray:
+            ray.shutdown()
+    span = max(r["end"] for r in results) - min(r["start"] for r in results)
+    return {
+        "concurrent": trials,
+        "shape": options.shape,
+        "loss": options.loss,
+        "batch_size": options.batch_size,
+        "seq_len": options.seq_len,
+        "steps": options.steps,
+        "warmup": options.warmup,
+        "precision": options.precision,
+        "compile": options.compile,
+        "device": results[0]["device"],
+        "torch": torch.__version__,
+        "num_gpus_per_trial": num_gpus,
+        "num_cpus_per_trial": num_cpus,
+        "aggregate_sentences_per_s": options.batch_size * options.steps * trials / span,
+        "sum_of_trial_sentences_per_s": sum(r["sentences_per_s"] for r in results),
+        "trials": [{k: r[k] for k in ("ms_per_step", "sentences_per_s", "gpu_ids")} for r in results],
+        "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+    }
+
+
+def format_concurrent(r: dict) -> str:
+    lines = [f"raycse bench --concurrent {r['concurrent']}: {r['shape']}, loss {r['loss']}, batch {r['batch_size']} "
+             f"x seq {r['seq_len']}, {r['steps']} timed steps per trial",
+             f"device: {r['device']}   torch {r['torch']}   per trial: num_gpus={r['num_gpus_per_trial']:g}, "
+             f"num_cpus={r['num_cpus_per_trial']:g}"]
+    for i, t in enumerate(r["trials"]):
+        lines.append(f"  trial {i}: {t['ms_per_step']:9.2f} ms/step  {t['sentences_per_s']:10.1f} sentences/s"
+                     + (f"  GPU {','.join(t['gpu_ids'])}" if t["gpu_ids"] else ""))
+    lines.append(f"aggregate: {r['aggregate_sentences_per_s']:.1f} sentences/s "
+                 f"(sum of the trials' own rates {r['sum_of_trial_sentences_per_s']:.1f})")
+    if r["num_gpus_per_trial"] == 0:
+        lines.append("note: no GPU in the Ray cluster, so the trials only split the CPU cores; "
+                     "the GPU-sharing figure needs a GPU")
+    return "\n".join(lines)
