@@ -20,6 +20,7 @@ files are and whether they load, each failure one `ConfigError` line naming the 
 """
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import os
@@ -191,7 +192,6 @@ class Encoder(nn.Module):
         nn.init.zeros_(self.mlp[0].bias)
         # True when the head was read from a saved checkpoint rather than freshly initialised.
         self.mlp_from_checkpoint = False
-        self._encoding_cache = None  # (key, tokenised batches) of the last `encode` call's sentences
         # Why `forward(dropout_rows=...)` cannot work on this backbone, or None when it can (`install_row_dropout`).
         self._row_dropout, self._row_dropout_problem = install_row_dropout(backbone)
 
@@ -238,13 +238,7 @@ class Encoder(nn.Module):
         if pooler is None or pooler == AUTO_POOLER:
             pooler = declared_pooler(path) or "cls"
         pooler = _checked_pooler(pooler, also=(AUTO_POOLER,))
-        tokenizer = load_tokenizer(path, trust_remote_code)
-        try:
-            backbone = _load_backbone(path, trust_remote_code, attn_implementation)
-        except (MemoryError, torch.cuda.OutOfMemoryError):
-            raise  # not a fault of the model's files
-        except Exception as err:
-            raise ConfigError(f"cannot load model {where_from(path)}: {first_line(err)}") from err
+        tokenizer, backbone = _loaded(path, trust_remote_code, attn_implementation)
         # Keep float32 master weights whatever dtype the checkpoint was stored in; bf16 only through autocast.
         encoder = cls(backbone.float(), tokenizer, pooler)
         mlp_head_file = Path(path) / MLP_HEAD_FILE
@@ -350,17 +344,22 @@ class Encoder(nn.Module):
         return embeddings
 
     def _tokenized_for_encoding(self, sentences: list[str], batch_size: int, max_len: int | None):
-        key = (tuple(sentences), batch_size, max_len)
-        if self._encoding_cache is not None and self._encoding_cache[0] == key:
-            return self._encoding_cache[1]
+        # Kept per process, not per encoder: the trials a worker runs one after another (Tune reuses its
+        # actors) evaluate the same dev and test sentences with the same tokenizer.
+        key = (self.tokenizer.name_or_path, len(self.tokenizer), tuple(sentences), batch_size, max_len,
+               self.device.type)
+        if key in _ENCODING_CACHE:
+            return _ENCODING_CACHE[key]
         longest_first = sorted(range(len(sentences)), key=lambda i: len(sentences[i]), reverse=True)
         pin = self.device.type == "cuda"
         batches = []
         for start in range(0, len(sentences), batch_size):
             batch = self.tokenize([sentences[i] for i in longest_first[start:start + batch_size]], max_len)
             batches.append({k: v.pin_memory() for k, v in batch.items()} if pin else batch)
-        self._encoding_cache = (key, (torch.tensor(longest_first, dtype=torch.long), batches))
-        return self._encoding_cache[1]
+        if len(_ENCODING_CACHE) >= ENCODING_CACHE_SIZE:
+            del _ENCODING_CACHE[next(iter(_ENCODING_CACHE))]  # the oldest
+        _ENCODING_CACHE[key] = (torch.tensor(longest_first, dtype=torch.long), batches)
+        return _ENCODING_CACHE[key]
 
     # ------------------------------------------------------------------------------------------ saving
     def save(self, path: str | Path, pooler: str) -> None:
@@ -410,6 +409,39 @@ def tokenize(tokenizer, sentences: list[str], max_len: int, pad_to_multiple_of: 
     """
     return dict(tokenizer(sentences, padding=True, truncation=True, max_length=max_len,
                           pad_to_multiple_of=pad_to_multiple_of, return_tensors="pt"))
+
+
+# Per process: what loading a local model directory gave, and the tokenised sentences `Encoder.encode` met, so that
+# the trials a reused Tune worker runs one after another read and tokenise each once (the sizes bound the memory).
+_LOADED_CACHE: dict[tuple, tuple] = {}
+LOADED_CACHE_SIZE = 2  # the model trained, and DCLR's complementary one
+_ENCODING_CACHE: dict[tuple, tuple] = {}
+ENCODING_CACHE_SIZE = 4  # the objective's dev sentences and the seven test sets, for a couple of tokenizers
+
+
+def _loaded(path: str, trust_remote_code: bool, attn_implementation: str | None):
+    """(tokenizer, a fresh backbone) of a model: a copy of this process's earlier load of the same files when there
+    is one (a local directory, unchanged since: its files' sizes and times are part of the key), else loaded."""
+    key = None
+    if Path(path).is_dir():
+        stamps = tuple((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in sorted(Path(path).iterdir())
+                       if f.is_file())
+        key = (str(Path(path).resolve()), stamps, trust_remote_code, attn_implementation)
+        if key in _LOADED_CACHE:
+            tokenizer, backbone = _LOADED_CACHE[key]
+            return tokenizer, copy.deepcopy(backbone)
+    tokenizer = load_tokenizer(path, trust_remote_code)
+    try:
+        backbone = _load_backbone(path, trust_remote_code, attn_implementation)
+    except (MemoryError, torch.cuda.OutOfMemoryError):
+        raise  # not a fault of the model's files
+    except Exception as err:
+        raise ConfigError(f"cannot load model {where_from(path)}: {first_line(err)}") from err
+    if key is not None:
+        if len(_LOADED_CACHE) >= LOADED_CACHE_SIZE:
+            del _LOADED_CACHE[next(iter(_LOADED_CACHE))]
+        _LOADED_CACHE[key] = (tokenizer, copy.deepcopy(backbone))
+    return tokenizer, backbone
 
 
 def _load_backbone(path: str, trust_remote_code: bool, attn_implementation: str | None) -> PreTrainedModel:

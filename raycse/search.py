@@ -367,7 +367,7 @@ def run_search(space: SearchSpace, options: SearchOptions, log=say) -> SearchOut
         optuna_storage = options.optuna_storage or default_optuna_storage(options.tracking_uri)
         tracker = Tracker(options.tracking_uri, space.experiment)
         parent_run_id = _open_parent_run(tracker, plan, options, name, search_path, budget, optuna_storage, log)
-        baseline = _baseline(plan, tracker, parent_run_id, log)
+        baseline = start_baseline(plan, tracker, parent_run_id)  # scored beside the search stage's first trials
     with clock.phase("tokenize"):
         shared_tokens = share_training_tokens(plan, log)
     context = TrialContext(options.tracking_uri, space.experiment)
@@ -378,6 +378,7 @@ def run_search(space: SearchSpace, options: SearchOptions, log=say) -> SearchOut
                 plan, base=dataclasses.replace(plan.base, complementary=runner.complementary_model()))
     with clock.phase("search"):
         searched = runner.search_stage(optuna_storage, space.experiment)
+        baseline = finish_baseline(baseline, tracker, parent_run_id, log)
     with clock.phase("confirm"):
         entries = _confirm_plan(plan, searched, tracker, parent_run_id)
         confirmed_runs = runner.confirm_stage(entries) if plan.confirm else []
@@ -479,19 +480,29 @@ def _baseline_poolers(plan: SearchSpace) -> list[str]:
     return poolers
 
 
-def _baseline(plan: SearchSpace, tracker: Tracker, parent_run_id: str, log) -> dict[str, Any]:
-    """The untouched model's objective, scored once (a Ray task with a trial's resources); kept on resume."""
+def start_baseline(plan: SearchSpace, tracker: Tracker, parent_run_id: str):
+    """Start scoring the untouched model (a Ray task with a trial's resources, so it runs beside the first trials);
+    returns what `finish_baseline` takes. A resumed search keeps the score it has."""
     import ray
 
     saved = tracker.client.get_run(parent_run_id).data.tags.get(BASELINE_TAG)
     if saved:
         return json.loads(saved)
-    poolers = _baseline_poolers(plan)
     published = plan.published_sampled()
     headline = (plan.trial_config(published) if published else plan.base).poolers()[1]
     task = ray.remote(score_untouched).options(num_cpus=plan.resources.cpus_per_worker,
                                               num_gpus=plan.resources.gpus_per_worker)
-    scores = ray.get(task.remote(plan.base, poolers))
+    return {"eval_pooler": headline, "pending": task.remote(plan.base, _baseline_poolers(plan))}
+
+
+def finish_baseline(started: dict, tracker: Tracker, parent_run_id: str, log) -> dict[str, Any]:
+    """The untouched model's objective once scored, logged on the parent run."""
+    import ray
+
+    if "pending" not in started:
+        return started
+    scores = ray.get(started["pending"])
+    headline = started["eval_pooler"]
     baseline = {"objective": scores[headline]["objective"], "eval_pooler": headline, "by_pooler": scores}
     log(f"baseline (the untouched model, pooler {headline}): objective {baseline['objective']:.2f}"
         + "".join(f"; {p}: {s['objective']:.2f}" for p, s in scores.items() if p != headline))

@@ -50,7 +50,8 @@ EVAL_BATCH_SIZE = 128  # sentences per evaluation batch on CPU; on CUDA larger b
 TRAINING_STATE_FILE = "training_state.pt"
 
 # compile="auto": how the trainer decides whether compiling repays itself (see `decide_compile`)
-COMPILE_PROBE_STEPS = 10  # eager steps timed before deciding
+COMPILE_PROBE_WARMUP = 3  # eager steps not timed first (CUDA and cuBLAS initialisation, the allocator's growth)
+COMPILE_PROBE_STEPS = 10  # eager steps then timed before deciding
 COMPILED_SPEEDUP = 2.5  # eager / compiled step time assumed for the decision (benchmarks/README.md, BERT-base b64)
 DEFAULT_COMPILE_SECONDS = 40.0  # one cold compile when no earlier trial measured it (benchmarks/README.md)
 
@@ -282,11 +283,29 @@ def training_loader(batches: GlobalBatches, epochs: int, steps: int, tokenize: B
 
 
 # ----------------------------------------------------------------------------------------- one step
+def _cuda_graph_state_for_this_thread() -> None:
+    """torch before 2.12 keeps its CUDA-graph trees' state in the thread that imported them and asserts in any other;
+    Tune runs each trial in a thread of its own, so a second compiled trial in a reused worker would fail. This
+    gives the calling thread that state, as newer torch does by itself."""
+    import collections
+    import threading
+
+    from torch._inductor import cudagraph_trees as trees
+
+    if hasattr(trees.local, "tree_manager_containers") or torch._C._is_key_in_tls("tree_manager_containers"):
+        return
+    trees.local.tree_manager_containers = {}
+    trees.local.tree_manager_locks = collections.defaultdict(threading.Lock)
+    torch._C._stash_obj_in_tls("tree_manager_containers", trees.local.tree_manager_containers)
+    torch._C._stash_obj_in_tls("tree_manager_locks", trees.local.tree_manager_locks)
+
+
 def compiled(encoder: Encoder):
     """`torch.compile` with CUDA graphs ("reduce-overhead"): at the batch sizes of a search the step is bound by
     launching kernels, not by running them. Shapes: the first is compiled static; a second length makes that
     dimension dynamic (one more compile, no more); a CUDA graph is recorded per distinct shape, which the
     loader's padding to multiples of 8 tokens bounds to max_len / 8 per mode (train, dropout-off)."""
+    _cuda_graph_state_for_this_thread()
     return torch.compile(encoder, mode="reduce-overhead")
 
 
@@ -601,7 +620,8 @@ def train(config: TrainConfig,
         if on_eval is not None:
             on_eval(report)
 
-    start_step, start_train_s = progress.step, timings.train_s
+    start_step = progress.step
+    probe_clock: float | None = None  # set once the probe's warm-up steps are done (compile="auto")
     nonfinite = torch.zeros((), dtype=torch.float32, device=device)
     loss_sum = torch.zeros((), dtype=torch.float32, device=device)
     stats_sum: dict[str, torch.Tensor] = {}
@@ -636,11 +656,15 @@ def train(config: TrainConfig,
             if (step % NONFINITE_CHECK_EVERY == 0 or step % config.eval_steps == 0 or last) \
                     and dist_utils.any_flag(nonfinite):
                 raise TrainingDiverged(step)
-            if progress.compiled is None and (step - start_step >= COMPILE_PROBE_STEPS or last):
+            probed = step - start_step - COMPILE_PROBE_WARMUP
+            if progress.compiled is None and probed == 0 and not last:
                 if device.type == "cuda":
                     torch.cuda.synchronize()
-                eager_s = timings.train_s - start_train_s + time.perf_counter() - window_start
-                eager_step_s = eager_s / (step - start_step)
+                probe_clock = time.perf_counter()  # an evaluation inside the probe counts as steps: a rare excess
+            if progress.compiled is None and (probed >= COMPILE_PROBE_STEPS or last):
+                if device.type == "cuda":
+                    torch.cuda.synchronize()
+                eager_step_s = (time.perf_counter() - probe_clock) / probed if probe_clock and probed > 0 else None
                 decision, reason = decide_compile(config.compile, device, total_steps - step, eager_step_s,
                                                   compile_seconds)
                 # every worker follows rank 0, whose clock the others' may differ from
