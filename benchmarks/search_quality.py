@@ -44,7 +44,8 @@ def run_strategy(strategy: str, setting: dict, out: Path, tracking_uri: str) -> 
     from raycse.space import Confirm, load_space
 
     space = load_space(setting["space"])
-    space = dataclasses.replace(space, experiment=f"{space.experiment}-{strategy}", confirm=Confirm(1, setting["seeds"]),
+    space = dataclasses.replace(space, experiment=f"{space.experiment}-{strategy}",
+                                confirm=Confirm(1, setting["seeds"]),
                                 test_eval="none", num_samples=64)
     options = SearchOptions(
         tracking_uri=tracking_uri, storage_path=str(out / "ray_results"), budget=setting["budget"],

@@ -21,7 +21,7 @@ EXIT_USAGE = 2
 class _Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line on stderr (exit 2) rather than the usage block."""
 
-    def error(self, message: str) -> None:  # noqa: D401 - argparse API
+    def error(self, message: str) -> None:
         raise ConfigError(message)
 
 
@@ -109,7 +109,8 @@ def _add_train_settings(p) -> None:
                            help=help_text)
         else:
             p.add_argument(_flag(f.name), dest=f.name, type=kind, default=f.default, choices=f.metadata.get("choices"),
-                           metavar=None if f.metadata.get("choices") else "X", help=f"{help_text} (default: %(default)s)")
+                           metavar=None if f.metadata.get("choices") else "X",
+                           help=help_text if "default" in help_text else f"{help_text} (default: %(default)s)")
     p.set_defaults(gpus_per_worker=None)  # the command line's default: 1 if CUDA is available, else 0
     group = p.add_argument_group("loss hyperparameters (default: each paper's published value)")
     for name, owners in hyperparameter_catalogue().items():
@@ -148,8 +149,8 @@ def _train_config(args):
     except ConfigError as err:  # name the flag the user typed, not the field behind it
         if err.key in values or err.key in hparams:
             message = str(err)
-            raise ConfigError(f"{_flag(err.key)}: {message.split(': ', 1)[1] if message.startswith(err.key + ':') else message}",
-                              key=err.key) from None
+            detail = message.split(": ", 1)[1] if message.startswith(err.key + ":") else message
+            raise ConfigError(f"{_flag(err.key)}: {detail}", key=err.key) from None
         raise
 
 
@@ -255,7 +256,9 @@ def _cmd_search(args) -> int:
     if outcome.best_checkpoint:
         print(f"Best checkpoint: {outcome.best_checkpoint}")
     print(f"MLflow: parent run {outcome.parent_run_id}, registered model {outcome.experiment!r} version "
-          f"{outcome.model_version}" + (f"\nReport: {outcome.summary['report']}" if outcome.summary.get("report") else ""))
+          f"{outcome.model_version}")
+    if outcome.summary.get("report"):
+        print(f"Report: {outcome.summary['report']}")
     finish(outcome, options.tracking_uri)
     print(format_timings(outcome.timings))
     return 0 if outcome.winner is not None else 1
@@ -348,9 +351,8 @@ def _quiet_libraries() -> None:
     logging.getLogger("mlflow").setLevel(logging.WARNING)
     logging.getLogger("alembic").setLevel(logging.WARNING)
     try:
-        from transformers.utils import logging as hf_logging
-
         from huggingface_hub.utils import logging as hub_logging
+        from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
         hf_logging.set_verbosity_error()

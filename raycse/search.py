@@ -155,7 +155,8 @@ def _make_callback_class():
 
     class MlflowSearchCallback(tune.Callback):
         def __init__(self, tracking_uri: str, experiment: str, parent_run_id: str, space: SearchSpace, log=say):
-            self.tracking_uri, self.experiment, self.parent_run_id, self.space = tracking_uri, experiment, parent_run_id, space
+            self.tracking_uri, self.experiment, self.space = tracking_uri, experiment, space
+            self.parent_run_id = parent_run_id
             self.log = log
             self.run_ids: dict[str, str] = {}
             self._tracker = None
@@ -206,7 +207,8 @@ def _make_callback_class():
             self.tracker.log_metrics(run_id, numbers, step=int(result["step"]))
             spec = TrialSpec.of(trial.config, self.space.base.seed)
             self.log(f"trial {trial.trial_id}  {spec.stage:<7} {self.space.family_of(spec.sampled):<13} "
-                     f"seed {spec.seed:<4} step {int(result['step']):>6}  loss {result.get('train_loss', math.nan):8.4f}  "
+                     f"seed {spec.seed:<4} step {int(result['step']):>6}  "
+                     f"loss {result.get('train_loss', math.nan):8.4f}  "
                      f"objective {result[METRIC]:6.2f}  (best {result['best_objective']:6.2f})  "
                      f"{result.get('sentences_per_s', 0):8.1f} sentences/s")
 
@@ -429,7 +431,8 @@ def _open_parent_run(tracker: Tracker, plan: SearchSpace, options: SearchOptions
                               "(pass the --tracking-uri the search started with)")
         killed = tracker.mark_orphans_killed(parent_run_id)
         tracker.client.update_run(parent_run_id, status="RUNNING")
-        log(f"Resuming search {name!r} (MLflow parent run {parent_run_id}; {killed} orphaned trial run(s) marked KILLED).")
+        log(f"Resuming search {name!r} (MLflow parent run {parent_run_id}; "
+            f"{killed} orphaned trial run(s) marked KILLED).")
         return parent_run_id
     _check_new_study(optuna_storage, plan.experiment)
     parent_run_id = tracker.start_run(name, tags={SEARCH_TAG: name, PATH_TAG: search_path, "raycse.budget": budget})
@@ -459,7 +462,7 @@ def _check_new_study(optuna_storage: str, study_name: str) -> None:
 
     try:
         names = optuna.get_all_study_names(storage=optuna_rdb_storage(optuna_storage))
-    except Exception as err:  # Optuna raises several types for a bad URL or an unreadable file
+    except Exception as err:  # noqa: BLE001 - Optuna raises several types for a bad URL or an unreadable file
         raise ConfigError(f"--optuna-storage: cannot open {optuna_storage!r}: {str(err).splitlines()[0]}") from None
     if study_name in names:
         raise ConfigError(f"an Optuna study {study_name!r} already exists in {optuna_storage}: resume its search with "
@@ -607,15 +610,14 @@ class StageRunner:
                                    max_concurrent_trials=_max_concurrent(
                                        dataclasses.replace(self.plan, num_samples=len(specs)), self.cluster))
 
-        return tune_config, {"raycse_trial": tune.grid_search([spec.as_tune_config()["raycse_trial"] for spec in specs])}
+        return tune_config, {"raycse_trial": tune.grid_search([spec.as_tune_config()["raycse_trial"]
+                                                               for spec in specs])}
 
     def search_stage(self, optuna_storage: str, study_name: str) -> list[TrialRecord]:
         import optuna
         from ray import tune
 
-        from raycse.searcher import TaggedOptunaSearch
-
-        from raycse.searcher import TotalStepsStopper
+        from raycse.searcher import TaggedOptunaSearch, TotalStepsStopper
 
         plan, options = self.plan, self.options
         grid = options.sampler == "grid"  # a hand-written grid: every combination once, no searcher
@@ -648,8 +650,10 @@ class StageRunner:
 
     def complementary_model(self) -> str:
         """Stage 0: DCLR's complementary model, one SimCSE training on the base recipe (reused on resume)."""
-        stage0 = dataclasses.replace(self.plan, families={"simcse": dataclasses.replace(
-            next(iter(self.plan.families.values())), loss="simcse", reg=None, space={}, published={})}, test_eval="none")
+        simcse = dataclasses.replace(next(iter(self.plan.families.values())), loss="simcse", reg=None, space={},
+                                     published={})
+        stage0 = dataclasses.replace(self.plan, families={"simcse": simcse}, test_eval="none",
+                                     base=dataclasses.replace(self.plan.base, hparams={}))
         runner = dataclasses.replace(self, plan=stage0)
         self.log("Stage 0: training the SimCSE model that DCLR trials use as their complementary model.")
         tune_config, param_space = runner._fixed_trials([TrialSpec({}, stage0.base.seed, "stage0")])
@@ -889,7 +893,7 @@ def record(outcome: SearchOutcome, plan: SearchSpace, tracker: Tracker, optuna_s
         report = write_report(tracker.tracking_uri, outcome.experiment, Path("report"), optuna_storage)
         log_report(tracker.tracking_uri, parent, report.html_path)
         outcome.summary["report"] = str(report.html_path)
-    except Exception as err:  # a report is a view of the results, never a reason to lose them
+    except Exception as err:  # noqa: BLE001 - a report is a view of the results, never a reason to lose them
         log(f"The report page could not be written: {type(err).__name__}: {err}")
 
 
@@ -926,7 +930,8 @@ def search_summary(outcome: SearchOutcome, plan: SearchSpace, optuna_storage: st
         "winner": None if winner is None else {
             "config_key": winner.config_key, "family": winner.family, "params": winner.params,
             **summary_dict(winner.summary), "is_published": winner.is_published,
-            "distinguishable_from_published": bool(winner.diff_to_published and not winner.diff_to_published.covers_zero),
+            "distinguishable_from_published": bool(winner.diff_to_published
+                                                   and not winner.diff_to_published.covers_zero),
             "beats_baseline": winner.summary.mean > outcome.baseline.get("objective", math.inf),
             "sentence": outcome.verdict},
         "winner_test": {k: summary_dict(s) for k, s in outcome.winner_test.items()},

@@ -34,7 +34,8 @@ class TokenIds:
         return self.flat[self.offsets[i]:self.offsets[i + 1]]
 
 
-def pad_rows(rows: list[np.ndarray], template: TokenIds, pad_to_multiple_of: int | None = None) -> dict[str, torch.Tensor]:
+def pad_rows(rows: list[np.ndarray], template: TokenIds,
+             pad_to_multiple_of: int | None = None) -> dict[str, torch.Tensor]:
     """The padded tensors of these id rows, as the tokenizer pads a batch (right padding, zero type ids)."""
     width = max(len(ids) for ids in rows)
     if pad_to_multiple_of:

@@ -50,7 +50,8 @@ def eval_metrics(report, extra_checkpoint_s: float = 0.0, worker_start_s: float 
         "step": report.step, METRIC: report.objective, "best_objective": report.best_objective,
         "best_step": report.best_step, "train_loss": report.train_loss, "sentences_per_s": report.sentences_per_s,
         **report.dev_scores, **report.loss_stats,
-        "trial_startup_s": worker_start_s + timings.startup_s, "trial_compile_s": timings.compile_s, "trial_train_s": timings.train_s,
+        "trial_startup_s": worker_start_s + timings.startup_s, "trial_compile_s": timings.compile_s,
+        "trial_train_s": timings.train_s,
         "trial_eval_s": timings.eval_s, "trial_checkpoint_s": timings.checkpoint_s + extra_checkpoint_s,
         "compile_decision": report.compile_decision,
     }
@@ -58,7 +59,9 @@ def eval_metrics(report, extra_checkpoint_s: float = 0.0, worker_start_s: float 
 
 def final_metrics(results: dict, last_eval: dict) -> dict[str, Any]:
     """The last report of a finished trial: its best objective as the objective, the test figures if scored."""
-    final = {**last_eval, "step": results["steps"], METRIC: results["best_objective"],
+    timings = {k: last_eval[k] for k in TIMING_KEYS if k in last_eval}  # the last evaluation's dev figures stay out:
+    # a test figure of the same name (sickr_dev) comes from the best checkpoint, below
+    final = {**timings, "step": results["steps"], METRIC: results["best_objective"],
              "best_objective": results["best_objective"], "best_step": results["best_step"], "final": 1}
     final["trial_eval_s"] = last_eval.get("trial_eval_s", 0.0) + results.get("test_eval_seconds", 0.0)
     final.update({k: results[k] for k in FINAL_KEYS if k in results})
@@ -68,7 +71,8 @@ def final_metrics(results: dict, last_eval: dict) -> dict[str, Any]:
 def diverged_metrics(err, last_eval: dict) -> dict[str, Any]:
     """A diverged training is an outcome, not a crash: it ends with the worst objective (so ASHA and Optuna learn
     from it) and `diverged: 1`; Ray's FailureConfig is left to retry real crashes only."""
-    return {**last_eval, "step": err.step, METRIC: WORST_OBJECTIVE, "final": 1, "diverged": 1, "error": str(err),
+    timings = {k: last_eval[k] for k in TIMING_KEYS if k in last_eval}
+    return {**timings, "step": err.step, METRIC: WORST_OBJECTIVE, "final": 1, "diverged": 1, "error": str(err),
             "best_objective": last_eval.get("best_objective", WORST_OBJECTIVE),
             "best_step": last_eval.get("best_step", 0)}
 

@@ -62,7 +62,8 @@ def runs_of(client: MlflowClient, experiment: str) -> tuple[object, list]:
 
 
 def summary_of(client: MlflowClient, parent, tmp_path: Path) -> dict:
-    return json.loads(Path(client.download_artifacts(parent.info.run_id, "search_summary.json", str(tmp_path))).read_text())
+    path = client.download_artifacts(parent.info.run_id, "search_summary.json", str(tmp_path))
+    return json.loads(Path(path).read_text())
 
 
 @pytest.fixture
@@ -299,3 +300,32 @@ def test_two_searches_at_once_share_one_mlflow_store(tmp_path, tiny_bert_dir):
         assert all(r.info.status == "FINISHED" for r in children)
         assert all(len(client.get_metric_history(r.info.run_id, "objective")) == 2 for r in children)
         assert math.isfinite(parent.data.metrics["best_objective"])
+
+
+@pytest.mark.timeout(900)
+def test_a_dclr_search_trains_its_complementary_model_first_and_logs_what_phi_and_k_do(tmp_path, tiny_bert_dir,
+                                                                                     ray_session, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    space = tmp_path / "dclr.yaml"
+    space.write_text(f"""\
+experiment: tiny-dclr
+model: {tiny_bert_dir}
+loss: dclr
+objective: sts_dev_avg
+train: {{batch_size: 8, max_steps: 4, eval_steps: 2, max_sentences: 160}}
+space: {{phi: {{type: uniform, low: 0.2, high: 0.9}}}}
+published: {{phi: 0.9}}
+search: {{num_samples: 1, test_eval: none, scheduler: {{name: fifo}}}}
+resources: {{workers: 1, cpus_per_worker: 2}}
+""")
+    assert main(search_args(tmp_path, space, "--no-confirm")) == 0
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    _, children = runs_of(client, "tiny-dclr")
+    stages = {r.data.tags["raycse.stage"]: r for r in children}
+    assert set(stages) == {"stage0", "search"}
+    assert stages["stage0"].data.params["loss"] == "simcse"  # the complementary model: SimCSE on the base recipe
+    trial = stages["search"]
+    assert trial.data.params["complementary"].endswith("/best")  # stage 0's checkpoint, not the start weights
+    assert trial.data.params["objective"] == "sts_dev_avg"
+    for metric in ("dclr_removed_fraction", "dclr_noise_logit", "stsb_dev", "sickr_dev"):
+        assert [m.step for m in client.get_metric_history(trial.info.run_id, metric)] == [2, 4], metric

@@ -48,7 +48,8 @@ def test_triplets_pad_their_3n_rows_together_and_the_sent0s_alone(tokenizer, sen
     for key in expected.rows:
         assert torch.equal(got.rows[key], expected.rows[key])
         assert torch.equal(got.first_rows[key], expected.first_rows[key])
-    assert torch.equal(got.first_rows["input_ids"], tokenize(tokenizer, [triplets[i][0] for i in batch], 32)["input_ids"])
+    sent0s = [triplets[i][0] for i in batch]
+    assert torch.equal(got.first_rows["input_ids"], tokenize(tokenizer, sent0s, 32)["input_ids"])
 
 
 def test_a_training_on_shared_ids_is_the_same_training(tiny_bert_dir, tokenizer, tmp_path):
@@ -61,6 +62,7 @@ def test_a_training_on_shared_ids_is_the_same_training(tiny_bert_dir, tokenizer,
     on_ids = train(dataclasses.replace(config, output_dir=str(tmp_path / "shared")), shared_tokens=shared)
     assert on_ids["dev_curve"] == plain["dev_curve"]
     # ids made for another length limit are not used: the training tokenises its own
-    other = share_tokens(tokenizer, load_examples(config), 16, data_fingerprint(dataclasses.replace(config, max_len=16)))
+    shorter = dataclasses.replace(config, max_len=16)
+    other = share_tokens(tokenizer, load_examples(config), 16, data_fingerprint(shorter))
     again = train(dataclasses.replace(config, output_dir=str(tmp_path / "other")), shared_tokens=other)
     assert again["dev_curve"] == plain["dev_curve"]
