@@ -18,13 +18,19 @@ and its confirmed mean ± std at the end. The strategies:
 """
 from __future__ import annotations
 
-import argparse
-import dataclasses
-import json
 import os
 import sys
-import time
-from pathlib import Path
+
+# Run as a script, this file's folder comes first on sys.path, where benchmarks/concurrent.py would shadow the
+# standard library's `concurrent` package (which numpy, asyncio and so Ray import): take the folder off the path.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
+
+import argparse  # noqa: E402
+import dataclasses  # noqa: E402
+import json  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 SETTINGS = {
     # ~15-20 minutes on a 2-core CPU: batch 16, 16 steps a trial, the objective every 8 steps; 64 search steps
