@@ -360,6 +360,7 @@ def test_fake_gpu_cluster_places_trials_on_gpu_workers(tmp_path, monkeypatch, ti
                  if t["resources"].get("GPU", 0) >= 1}
     assert gpu_types and config["available_node_types"][config["head_node_type"]]["resources"].get("GPU", 0) == 0
 
+    monkeypatch.chdir(tmp_path)  # the search writes its report page into the working directory
     with fake_gpu_cluster(config) as address:
         monkeypatch.setenv("RAY_ADDRESS", address)
         ray.init(address=address, logging_level="ERROR", log_to_driver=False)
