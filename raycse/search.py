@@ -69,6 +69,7 @@ class SearchOptions:
     sampler: str = "tpe"
     grid: dict[str, list] | None = None
     scheduler: str | None = None  # "asha" | "fifo": overrides the space file's
+    grace_evals: int | None = None  # overrides the space file's ASHA grace period (in evaluations)
     max_total_steps: int | None = None  # stop the search stage once its trials took this many steps in all
 
 
@@ -283,6 +284,8 @@ def search_plan(space: SearchSpace, options: SearchOptions, budget: str) -> Sear
             changes[name] = getattr(options, name)
     if options.scheduler is not None:
         changes["scheduler"] = {**plan.scheduler, "name": options.scheduler}
+    if options.grace_evals is not None:
+        changes["scheduler"] = {**changes.get("scheduler", plan.scheduler), "grace_evals": options.grace_evals}
     if not options.confirm:
         changes["confirm"] = None
     elif options.confirm_seeds is not None:
@@ -392,7 +395,7 @@ def run_search(space: SearchSpace, options: SearchOptions, log=say) -> SearchOut
         outcome = SearchOutcome(
             experiment=space.experiment, name=name, parent_run_id=parent_run_id, budget=budget,
             objective=plan.base.objective, baseline=baseline, trials=searched + confirmed_runs,
-            confirmation=confirmation, winner=winner, verdict=verdict(winner, confirmation, baseline, plan),
+            confirmation=confirmation, winner=winner, verdict=verdict(winner, baseline, plan),
             winner_test=winner_test,
             seed_noise_std=stats.pooled_std([c.values for c in confirmation if len(c.values) > 1]),
             timings={})
@@ -772,8 +775,7 @@ def _confirmation(plan: SearchSpace, entries: list[dict], searched: list[TrialRe
     return configs
 
 
-def verdict(winner: ConfirmedConfig | None, confirmation: list[ConfirmedConfig], baseline: dict,
-            plan: SearchSpace) -> str:
+def verdict(winner: ConfirmedConfig | None, baseline: dict, plan: SearchSpace) -> str:
     """The answer in words: the winner against the published point and against the untouched model."""
     if winner is None:
         return "No configuration produced a score: see the failed trials."
