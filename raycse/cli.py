@@ -268,8 +268,9 @@ def _cmd_search(args) -> int:
 def _add_report(sub) -> None:
     p = sub.add_parser("report", help="tables and plots of an MLflow experiment written by raycse search")
     p.add_argument("experiment", help="the MLflow experiment name (the space file's 'experiment')")
-    p.add_argument("--tracking-uri", default=None)
-    p.add_argument("--output-dir", default="report", help="where the PNG plots go")
+    p.add_argument("--tracking-uri", default=None, help="default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db")
+    p.add_argument("--optuna-storage", default=None, help="default: the storage the search recorded")
+    p.add_argument("--output-dir", default="report", help="where index.html (and its images, also inline) go")
     p.set_defaults(func=_cmd_report)
 
 
@@ -277,7 +278,8 @@ def _cmd_report(args) -> int:
     from raycse.report import report_experiment
     from raycse.tracking import resolve_tracking_uri
 
-    print(report_experiment(resolve_tracking_uri(args.tracking_uri), args.experiment, Path(args.output_dir)))
+    print(report_experiment(resolve_tracking_uri(args.tracking_uri), args.experiment, Path(args.output_dir),
+                            args.optuna_storage))
     return 0
 
 

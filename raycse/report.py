@@ -383,9 +383,9 @@ def log_report(tracking_uri: str, parent_run_id: str, html_path: Path) -> None:
     MlflowClient(tracking_uri=tracking_uri).log_artifact(parent_run_id, str(html_path), REPORT_ARTIFACT_DIR)
 
 
-def report_experiment(tracking_uri: str, experiment: str, out_dir: Path) -> str:
+def report_experiment(tracking_uri: str, experiment: str, out_dir: Path, optuna_storage: str | None = None) -> str:
     """`raycse report`: write the page, log it on the parent run, return the text to print."""
-    result = write_report(tracking_uri, experiment, out_dir)
+    result = write_report(tracking_uri, experiment, out_dir, optuna_storage)
     log_report(tracking_uri, result.parent_run_id, result.html_path)
     return result.text
 

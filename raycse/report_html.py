@@ -388,6 +388,20 @@ def render_report(record: SearchRecord, out_dir: Path) -> RenderedReport:
                lambda row: row[-1] == "published")
     with _plotting():
         importances = _search_plots(page, record, references, target_name)
+    timings = summary.get("timings") or {}
+    if timings:
+        page.heading("Where the time went")
+        phases = [[key[len("time_"):-len("_s")], f"{value:.1f}"] for key, value in timings.items()
+                  if key.startswith("time_") and key != "time_total_s"]
+        trials = [[key[len("trial_"):-len("_s")], f"{timings[key]:.1f}"] for key in
+                  ("trial_startup_s", "trial_compile_s", "trial_train_s", "trial_eval_s", "trial_checkpoint_s")
+                  if key in timings]
+        page.table(["driver phase", "seconds"], [*phases, ["total", f"{timings.get('time_total_s', 0.0):.1f}"]],
+                   "From the command's start; the phases add up to the total (this page's own writing follows).")
+        utilisation = 100 * timings.get("slot_utilisation", 0.0)
+        page.table(["trials, summed", "seconds"], trials,
+                   f"Slot utilisation {utilisation:.0f}% of {timings.get('concurrent_slots', 1):.0f} concurrent "
+                   "trial slot(s): (train + eval) / ((search + confirm) x slots).")
     document = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
                 f"<title>raycse report: {html.escape(record.experiment)}</title><style>{STYLE}</style></head>"
                 "<body>\n" + "\n".join(page.parts) + "\n</body></html>\n")

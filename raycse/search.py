@@ -399,17 +399,23 @@ def run_search(space: SearchSpace, options: SearchOptions, log=say) -> SearchOut
             winner_test=winner_test,
             seed_noise_std=stats.pooled_std([c.values for c in confirmation if len(c.values) > 1]),
             timings={})
-        record(outcome, plan, tracker, optuna_storage, search_path, log)
-    outcome.timings = {**clock.seconds, **_trial_timings(outcome.trials, plan, cluster, clock.seconds)}
-    outcome.timings["time_total_s"] = clock.total()
+        record(outcome, plan, tracker, optuna_storage, log)
+
+    def timings() -> dict[str, float]:
+        return {**clock.seconds, **_trial_timings(outcome.trials, plan, cluster, clock.seconds),
+                "time_total_s": clock.total()}
+
+    with clock.phase("report"):  # the page shows the timings up to here
+        outcome.summary["timings"] = timings()
+        write_report_page(outcome, tracker, optuna_storage, log)
+    outcome.timings = outcome.summary["timings"] = timings()
     return outcome
 
 
 def finish(outcome: SearchOutcome, tracking_uri: str) -> None:
-    """After the answer is printed: the timings on the parent run, which then ends FINISHED."""
+    """After the answer is printed: the timings and the final summary on the parent run, which then ends."""
     tracker = Tracker(tracking_uri, outcome.experiment)
     tracker.log_metrics(outcome.parent_run_id, outcome.timings)
-    outcome.summary["timings"] = outcome.timings
     tracker.log_dict(outcome.parent_run_id, outcome.summary, SUMMARY_FILE)
     tracker.end_run(outcome.parent_run_id, "FINISHED")
 
@@ -867,10 +873,9 @@ def _local_copy(path: str):
 
 
 # ------------------------------------------------------------------------------------------- record
-def record(outcome: SearchOutcome, plan: SearchSpace, tracker: Tracker, optuna_storage: str, search_path: str,
-           log) -> None:
+def record(outcome: SearchOutcome, plan: SearchSpace, tracker: Tracker, optuna_storage: str, log) -> None:
     """The answer into MLflow: the winner's figures and checkpoint on the parent run, the registered model, and
-    search_summary.json (the report page is built from it)."""
+    the summary (search_summary.json, which the report page is built from)."""
     parent = outcome.parent_run_id
     winner = outcome.winner
     if winner is not None:
@@ -888,12 +893,16 @@ def record(outcome: SearchOutcome, plan: SearchSpace, tracker: Tracker, optuna_s
                 tracker.log_artifacts(parent, local, "best_checkpoint")
             outcome.model_version = tracker.register_model(parent, "best_checkpoint", outcome.experiment)
     outcome.summary = search_summary(outcome, plan, optuna_storage)
-    tracker.log_dict(parent, outcome.summary, SUMMARY_FILE)
+
+
+def write_report_page(outcome: SearchOutcome, tracker: Tracker, optuna_storage: str, log) -> None:
+    """report/index.html from the summary (with the timings so far) and the study, logged on the parent run."""
     try:
         from raycse.report import log_report, write_report
 
+        tracker.log_dict(outcome.parent_run_id, outcome.summary, SUMMARY_FILE)
         report = write_report(tracker.tracking_uri, outcome.experiment, Path("report"), optuna_storage)
-        log_report(tracker.tracking_uri, parent, report.html_path)
+        log_report(tracker.tracking_uri, outcome.parent_run_id, report.html_path)
         outcome.summary["report"] = str(report.html_path)
     except Exception as err:  # noqa: BLE001 - a report is a view of the results, never a reason to lose them
         log(f"The report page could not be written: {type(err).__name__}: {err}")

@@ -102,6 +102,9 @@ def test_encode_keeps_input_order_is_deterministic_and_restores_training_mode(ti
 
 
 def test_encode_tokenises_a_sentence_list_once_and_then_reuses_it(tiny_bert_dir, sentences):
+    import raycse.model
+
+    raycse.model._ENCODING_CACHE.clear()  # kept per process: earlier tests may have encoded these sentences
     encoder = Encoder.from_pretrained(tiny_bert_dir, pooler="avg")
     calls = []
     tokenizer = encoder.tokenizer
@@ -109,6 +112,9 @@ def test_encode_tokenises_a_sentence_list_once_and_then_reuses_it(tiny_bert_dir,
     class CountingTokenizer:  # the real tokenizer, counted
         def __getattr__(self, name):
             return getattr(tokenizer, name)
+
+        def __len__(self):
+            return len(tokenizer)
 
         def __call__(self, batch, **kwargs):
             calls.append(len(batch))
@@ -123,6 +129,29 @@ def test_encode_tokenises_a_sentence_list_once_and_then_reuses_it(tiny_bert_dir,
     other = encoder.encode(sentences[:3], batch_size=4)  # different sentences: tokenised afresh
     assert len(calls) == tokenised + 1
     torch.testing.assert_close(other, first[:3], atol=1e-5, rtol=1e-5)
+    # a later trial's encoder in the same worker process: the tokens, and the loaded model, are reused
+    later = Encoder.from_pretrained(tiny_bert_dir, pooler="avg")
+    later.tokenizer = encoder.tokenizer
+    assert torch.equal(later.encode(sentences, batch_size=4), first) and len(calls) == tokenised + 1
+    assert later.backbone is not encoder.backbone  # a copy: trials never share weights they train
+
+
+def test_a_reloaded_model_is_a_fresh_copy_until_its_files_change(tiny_bert_dir, tmp_path):
+    import shutil
+
+    import raycse.model
+
+    directory = tmp_path / "model"
+    shutil.copytree(tiny_bert_dir, directory)
+    first = Encoder.from_pretrained(directory, pooler="avg")
+    with torch.no_grad():
+        first.backbone.embeddings.word_embeddings.weight.zero_()  # training changes the copy, not the cache
+    second = Encoder.from_pretrained(directory, pooler="avg")
+    assert second.backbone.embeddings.word_embeddings.weight.abs().sum() > 0
+    first.save(directory, pooler="avg")  # new files: the cache entry no longer applies
+    third = Encoder.from_pretrained(directory, pooler="avg")
+    assert third.backbone.embeddings.word_embeddings.weight.abs().sum() == 0
+    assert len(raycse.model._LOADED_CACHE) <= raycse.model.LOADED_CACHE_SIZE
 
 
 def test_max_len_truncates(tiny_bert_dir):

@@ -139,7 +139,8 @@ def test_a_search_runs_every_stage_and_records_the_answer(tmp_path, tiny_bert_di
     artifacts = {a.path for a in client.list_artifacts(parent.info.run_id, "best_checkpoint")}
     assert {"best_checkpoint/config.json", "best_checkpoint/modules.json"} <= artifacts
     assert "report/index.html" in {a.path for a in client.list_artifacts(parent.info.run_id, "report")}
-    assert (tmp_path / "report" / "index.html").is_file()
+    page = (tmp_path / "report" / "index.html").read_text()
+    assert "Where the time went" in page and "slot utilisation" in page.lower()
     versions = client.search_model_versions("name='tiny-search'")
     assert len(versions) == 1 and versions[0].run_id == parent.info.run_id
 
