@@ -731,7 +731,8 @@ def _confirm_plan(plan: SearchSpace, searched: list[TrialRecord], tracker: Track
             ranked.append(record)
     chosen = [(record.config_key, plan.sampled_of(record.family, record.params), rank)
               for rank, record in enumerate(ranked[:max(confirm.top_k, 1)], start=1)]
-    published = plan.published_sampled()
+    # the published point to beat: in a conditional space (all.yaml), that of the leading configuration's family
+    published = plan.published_sampled(ranked[0].family if ranked and plan.conditional else None)
     if published is not None and plan.config_key(published) not in {key for key, _, _ in chosen}:
         chosen.append((plan.config_key(published), published, None))
     entries = []
@@ -927,7 +928,8 @@ def search_summary(outcome: SearchOutcome, plan: SearchSpace, optuna_storage: st
         "objective_description": build_objective(plan.base.objective, plan.base.objective_columns).description,
         "budget": outcome.budget, "model": plan.base.model, "study_name": plan.experiment,
         "optuna_storage": optuna_storage, "baseline": outcome.baseline,
-        "published": point(plan.published_sampled()),
+        "published": next((point(plan.sampled_of(c.family, c.params)) for c in outcome.confirmation
+                           if c.is_published), point(plan.published_sampled())),
         "published_by_family": {name: point(plan.published_sampled(name)) for name in plan.families
                                 if plan.families[name].published},
         "searched_params": {name: list(family.space) for name, family in plan.families.items()},
