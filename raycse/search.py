@@ -961,6 +961,8 @@ def _trial_timings(trials: list[TrialRecord], plan: SearchSpace, cluster: dict, 
     sums = {key: sum(t.timings.get(key, 0.0) for t in trials) for key in TIMING_KEYS}
     slots = _max_concurrent(plan, cluster)
     busy_window = (phases.get("time_search_s", 0.0) + phases.get("time_confirm_s", 0.0)) * slots
-    sums["slot_utilisation"] = (sums["trial_train_s"] + sums["trial_eval_s"]) / busy_window if busy_window else 0.0
+    # A resumed search's trial sums hold its earlier sessions' work too, its phases this session's only: capped at 1.
+    busy = sums["trial_train_s"] + sums["trial_eval_s"]
+    sums["slot_utilisation"] = min(1.0, busy / busy_window) if busy_window else 0.0
     sums["concurrent_slots"] = float(slots)
     return sums

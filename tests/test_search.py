@@ -25,7 +25,7 @@ SPACE = """\
 experiment: {experiment}
 model: {model}
 loss: focal
-train: {{batch_size: 8, max_steps: {steps}, eval_steps: 2, max_sentences: 160, lr: 1.0e-4}}
+train: {{batch_size: 8, max_steps: {steps}, eval_steps: 2, max_sentences: {sentences}, lr: 1.0e-4}}
 space:
   tau: {{type: loguniform, low: 0.02, high: 0.2}}
   m: {{type: uniform, low: 0.0, high: 0.6}}
@@ -43,7 +43,7 @@ def write_space(tmp_path: Path, model: Path, experiment: str, num_samples: int, 
                 extra: str = "", seed: int = 0, steps: int = 4) -> Path:
     path = tmp_path / f"{experiment}.yaml"
     path.write_text(SPACE.format(experiment=experiment, model=model, num_samples=num_samples, test_eval=test_eval,
-                                 extra=extra, seed=seed, steps=steps))
+                                 extra=extra, seed=seed, steps=steps, sentences=max(160, 8 * steps)))
     return path
 
 
@@ -202,11 +202,12 @@ def start_cli(args: list[str], log: Path, cwd: Path) -> subprocess.Popen:
                             env=env, cwd=cwd, start_new_session=True)
 
 
-def kill_when(driver: subprocess.Popen, log: Path, ready, timeout: float = 500) -> str:
-    """SIGKILL the driver and the Ray runtime it started the moment `ready(log text)` holds."""
+def kill_when(driver: subprocess.Popen, log: Path, ready, timeout: float = 500, after: float = 0.0) -> str:
+    """SIGKILL the driver and the Ray runtime it started `after` seconds after `ready(log text)` holds."""
     deadline = time.time() + timeout
     while time.time() < deadline and driver.poll() is None and not ready(log.read_text()):
         time.sleep(0.05)
+    time.sleep(after)
     text = log.read_text()
     assert driver.poll() is None, "the search ended before it could be killed:\n" + text[-3000:]
     os.killpg(driver.pid, signal.SIGKILL)
@@ -251,19 +252,24 @@ def test_a_finished_trial_is_never_run_again_after_a_kill(tmp_path, tiny_bert_di
 @pytest.mark.timeout(1200)
 def test_resume_during_the_confirmation_stage(tmp_path, tiny_bert_dir):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    space = write_space(tmp_path, tiny_bert_dir, "confirm-kill", num_samples=2, test_eval="none", steps=8)
+    space = write_space(tmp_path, tiny_bert_dir, "confirm-kill", num_samples=2, test_eval="none", steps=100)
     args = search_args(tmp_path, space)
-    # killed mid-trial in the confirmation stage, after that trial's first evaluation (step 2 of 8)
+    # Killed mid-trial in the confirmation stage, once its first checkpoint (step 2 of 100) is on disk and Tune's
+    # once-a-second snapshot of the experiment has had the time to record it.
     before = kill_when(start_cli(args, tmp_path / "first.log", tmp_path), tmp_path / "first.log",
-                       lambda text: any(" confirm " in line and " step      2 " in line for line in text.splitlines()))
+                       lambda text: any(" confirm " in line and " step      2 " in line for line in text.splitlines())
+                       and any((tmp_path / "ray" / "confirm-kill-confirm").glob("*/checkpoint_*")), after=1.5)
     search_trials = {line.split()[1] for line in finished_lines(before)}
     interrupted = next(line.split()[1] for line in before.splitlines() if " confirm " in line and " step " in line)
 
     after = resume(args, tmp_path)
     assert not [line for line in after.splitlines() if " search " in line and " step " in line]  # search stage: done
+    reached = max(int(line.split(" step ")[1].split()[0]) for line in before.splitlines()
+                  if line.startswith(f"trial {interrupted} ") and " step " in line)
     steps = [int(line.split(" step ")[1].split()[0]) for line in after.splitlines()
              if line.startswith(f"trial {interrupted} ") and " step " in line]
-    assert steps and steps[0] > 2, after  # the interrupted trial went on from its step-2 checkpoint, not from 0
+    # it went on from a checkpoint of the first run (at most one evaluation before the kill), not from step 0
+    assert steps and steps[0] > 2 and steps[0] >= reached, after
 
     client = MlflowClient(tracking_uri=uri)
     parent, children = runs_of(client, "confirm-kill")
