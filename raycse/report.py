@@ -120,7 +120,7 @@ def search_rows_from_summary(summary: dict) -> list[TrialRow]:
     published_key = (summary.get("published") or {}).get("config_key")
     return [TrialRow(trial_id=t["trial_id"], family=t["family"], params=t["params"],
                      best_objective=t.get("best_objective"), best_step=t.get("best_step"), last_step=t.get("steps"),
-                     status=t.get("status", "-"), seed=t.get("seed"),
+                     status=t.get("status", "-"), seed=t.get("seed"), optuna_number=t.get("optuna_number"),
                      is_published=published_key is not None and t.get("config_key") == published_key)
             for t in summary.get("trials", []) if t.get("stage", "search") == "search"]
 

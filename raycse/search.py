@@ -91,6 +91,7 @@ class TrialRecord:
     test: dict[str, float] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     ended_at: float = 0.0  # the wall-clock time (time.time()) of the trial's last result
+    optuna_number: int | None = None  # the trial's number in the persistent Optuna study (search stage only)
 
 
 @dataclass
@@ -626,7 +627,7 @@ class StageRunner:
         import optuna
         from ray import tune
 
-        from raycse.searcher import TaggedOptunaSearch, TotalStepsStopper
+        from raycse.searcher import RAY_TRIAL_ID, TaggedOptunaSearch, TotalStepsStopper
 
         plan, options = self.plan, self.options
         grid = options.sampler == "grid"  # a hand-written grid: every combination once, no searcher
@@ -646,7 +647,13 @@ class StageRunner:
                                    max_concurrent_trials=_max_concurrent(plan, self.cluster))
 
         stopper = TotalStepsStopper(options.max_total_steps) if options.max_total_steps else None
-        return trial_records(self._tuner("search", tune_config, param_space, stopper=stopper).fit(), plan)
+        records = trial_records(self._tuner("search", tune_config, param_space, stopper=stopper).fit(), plan)
+        if not grid:  # so that the printed table names each trial as optuna-dashboard and the report do
+            study = optuna.load_study(study_name=study_name, storage=optuna_rdb_storage(optuna_storage))
+            numbers = {t.user_attrs.get(RAY_TRIAL_ID): t.number for t in study.trials}
+            for record in records:
+                record.optuna_number = numbers.get(record.trial_id)
+        return records
 
     def confirm_stage(self, entries: list[dict]) -> list[TrialRecord]:
         specs = [TrialSpec(entry["sampled"], seed, "confirm") for entry in entries for seed in entry["seeds_to_run"]]

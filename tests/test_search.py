@@ -134,6 +134,9 @@ def test_a_search_runs_every_stage_and_records_the_answer(tmp_path, tiny_bert_di
     assert len(study.trials) == 2
     assert {t.user_attrs["ray_trial_id"] for t in study.trials} == {r.data.tags["raycse.trial_id"]
                                                                      for r in by_stage["search"]}
+    # and the printed table numbers each search trial as the study does
+    numbers = {t.user_attrs["ray_trial_id"]: t.number for t in study.trials}
+    assert {t["trial_id"]: t["optuna_number"] for t in summary["trials"] if t["stage"] == "search"} == numbers
 
     # the best checkpoint is an artifact of the parent, registered, loadable; the report page is there too
     artifacts = {a.path for a in client.list_artifacts(parent.info.run_id, "best_checkpoint")}
