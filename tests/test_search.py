@@ -5,6 +5,7 @@ crashes, resuming after a kill in either stage, and two searches sharing one MLf
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -196,6 +197,33 @@ def test_a_trial_that_raises_is_recorded_as_failed_and_the_search_goes_on(tmp_pa
     assert runs[100000].info.status == "FAILED" and runs[100000].data.tags["raycse.status"] == "failed"
     assert "fewer than one batch" in runs[100000].data.tags["raycse.error"]
     assert runs[8].data.tags["raycse.status"] == "finished"
+
+
+@pytest.mark.timeout(900)
+def test_the_benchmark_strategies_a_hand_grid_and_a_budget_of_training_steps(tmp_path, tiny_bert_dir, ray_session,
+                                                                            monkeypatch):
+    """What benchmarks/search_quality.py compares: a Tune grid trains exactly its points; a step budget ends the
+    random search's stage once its trials' steps add up to it (here 6 = one 4-step trial and half of the next)."""
+    from raycse.search import SearchOptions, run_search
+    from raycse.space import load_space
+
+    monkeypatch.chdir(tmp_path)
+    space = load_space(write_space(tmp_path, tiny_bert_dir, "strategies", num_samples=8, test_eval="none"))
+
+    def search(experiment: str, **strategy):
+        options = SearchOptions(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}", confirm=False,
+                                storage_path=str(tmp_path / "ray"), budget="full", max_concurrent=1, **strategy)
+        outcome = run_search(dataclasses.replace(space, experiment=experiment), options, log=lambda line: None)
+        return [t for t in outcome.trials if t.stage == "search"]
+
+    grid = search("grid", sampler="grid", grid={"tau": [0.05, 0.1], "m": [0.2]})
+    assert sorted((t.params["tau"], t.params["m"]) for t in grid) == [(0.05, 0.2), (0.1, 0.2)]
+    assert all(t.steps == 4 and t.optuna_number is None for t in grid)  # no Optuna study behind a grid
+
+    budgeted = search("budget", sampler="random", max_total_steps=6)
+    assert len(budgeted) < 8 and sum(t.steps for t in budgeted) == 6
+    first = min(budgeted, key=lambda t: t.ended_at)
+    assert first.params == {"tau": 0.07, "m": 0.3} and first.steps == 4  # the published point first, in full
 
 
 # ------------------------------------------------------------------------------------------------ resuming
