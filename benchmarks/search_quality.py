@@ -52,13 +52,12 @@ def run_strategy(strategy: str, setting: dict, out: Path, tracking_uri: str) -> 
     from raycse.space import Confirm, load_space
 
     space = load_space(setting["space"])
-    # No test tasks (the comparison is of dev objectives), trials until the step budget is spent, and one
-    # confirmed configuration: in the file's CPU budget too, whose own settings would otherwise replace these
-    cpu_budget = space.cpu_budget and {**space.cpu_budget, "test_eval": "none", "num_samples": 64,
-                                       "confirm": {"top_k": 1, "seeds": setting["seeds"]}}
-    space = dataclasses.replace(space, experiment=f"{space.experiment}-{strategy}",
-                                confirm=Confirm(1, setting["seeds"]), test_eval="none", num_samples=64,
-                                cpu_budget=cpu_budget)
+    if setting["budget"] == "cpu":
+        space = space.with_cpu_budget()  # the file's CPU budget first, so that the settings below win over it
+    # no test tasks (the comparison is of dev objectives), trials until the step budget is spent, one configuration
+    # confirmed
+    space = dataclasses.replace(space, experiment=f"{space.experiment}-{strategy}", cpu_budget=None,
+                                confirm=Confirm(1, setting["seeds"]), test_eval="none", num_samples=64)
     options = SearchOptions(
         tracking_uri=tracking_uri, storage_path=str(out / "ray_results"), budget=setting["budget"],
         optuna_storage=f"sqlite:///{(out / 'optuna.db').resolve()}",
