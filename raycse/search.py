@@ -627,7 +627,7 @@ class StageRunner:
         import optuna
         from ray import tune
 
-        from raycse.searcher import RAY_TRIAL_ID, TaggedOptunaSearch, TotalStepsStopper
+        from raycse.searcher import RAY_TRIAL_ID, TaggedOptunaSearch, TotalStepsStopper, fail_unrecorded_trials
 
         plan, options = self.plan, self.options
         grid = options.sampler == "grid"  # a hand-written grid: every combination once, no searcher
@@ -647,9 +647,10 @@ class StageRunner:
                                    max_concurrent_trials=_max_concurrent(plan, self.cluster))
 
         stopper = TotalStepsStopper(options.max_total_steps) if options.max_total_steps else None
-        records = trial_records(self._tuner("search", tune_config, param_space, stopper=stopper).fit(), plan)
+        records = self._fit("search", self._tuner("search", tune_config, param_space, stopper=stopper))
         if not grid:  # so that the printed table names each trial as optuna-dashboard and the report do
             study = optuna.load_study(study_name=study_name, storage=optuna_rdb_storage(optuna_storage))
+            fail_unrecorded_trials(study, {record.trial_id for record in records})  # sampled just before a kill
             numbers = {t.user_attrs.get(RAY_TRIAL_ID): t.number for t in study.trials}
             for record in records:
                 record.optuna_number = numbers.get(record.trial_id)
@@ -662,7 +663,20 @@ class StageRunner:
         self.log(f"Confirmation: {len(specs)} run(s) of {len(entries)} configuration(s) over seeds "
                  f"{sorted({s.seed for s in specs})}.")
         tune_config, param_space = self._fixed_trials(specs)
-        return trial_records(self._tuner("confirm", tune_config, param_space).fit(), self.plan)
+        return self._fit("confirm", self._tuner("confirm", tune_config, param_space))
+
+    def _fit(self, stage: str, tuner) -> list[TrialRecord]:
+        """Run the stage's Tune experiment; then drop the MLflow runs of trials that a kill took before Tune's
+        snapshot recorded them (Tune ran others in their place on --resume), so that each trial is one run."""
+        records = trial_records(tuner.fit(), self.plan)
+        if self.options.resume:
+            tracker = Tracker(self.options.tracking_uri, self.plan.experiment)
+            dropped = tracker.drop_unrecorded_trials(self.parent_run_id, (STAGE_TAG, stage),
+                                                     {record.trial_id for record in records})
+            if dropped:
+                self.log(f"{len(dropped)} {stage} trial run(s) started just before the kill, before Tune recorded "
+                         f"them, were deleted from MLflow (Tune ran new trials in their place): {', '.join(dropped)}.")
+        return records
 
     def complementary_model(self) -> str:
         """Stage 0: DCLR's complementary model, one SimCSE training on the base recipe (reused on resume)."""
@@ -673,7 +687,7 @@ class StageRunner:
         runner = dataclasses.replace(self, plan=stage0)
         self.log("Stage 0: training the SimCSE model that DCLR trials use as their complementary model.")
         tune_config, param_space = runner._fixed_trials([TrialSpec({}, stage0.base.seed, "stage0")])
-        records = trial_records(runner._tuner("stage0", tune_config, param_space).fit(), stage0)
+        records = runner._fit("stage0", runner._tuner("stage0", tune_config, param_space))
         if not records or records[0].checkpoint is None or records[0].status != STATUSES["finished"]:
             raise RuntimeError("stage 0 (the SimCSE complementary model for DCLR) did not finish: see its MLflow run")
         self.log(f"Stage 0: complementary model at {records[0].checkpoint} "

@@ -40,6 +40,20 @@ class TaggedOptunaSearch(OptunaSearch):
         super().on_trial_complete(trial_id, result, error)
 
 
+def fail_unrecorded_trials(study, recorded: set[str]) -> list[int]:
+    """Mark FAIL the study's RUNNING trials whose Ray trial is not among `recorded` (the stage's Tune trials).
+
+    Such a trial was sampled just before a kill, before Tune's snapshot held it; the resumed Tune samples another in
+    its place, and without this the persistent study would show it RUNNING for ever. Returns their numbers."""
+    from optuna.trial import TrialState
+
+    lost = [t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+            if t.user_attrs.get(RAY_TRIAL_ID) not in recorded]
+    for number in lost:
+        study.tell(number, state=TrialState.FAIL)
+    return lost
+
+
 class TotalStepsStopper(tune.Stopper):
     """Stops every trial once the trials' latest reported steps add up to `max_total_steps`."""
 

@@ -115,6 +115,28 @@ class Tracker:
             self.client.set_terminated(run.info.run_id, status="KILLED")
         return len(runs)
 
+    @retry_when_locked
+    def drop_unrecorded_trials(self, parent_run_id: str, stage_tag: tuple[str, str], recorded: set[str]) -> list[str]:
+        """Delete the unfinished child runs of one stage whose trial Tune's experiment does not hold.
+
+        Tune snapshots its experiment at most once a second, so a driver killed just after a trial started leaves
+        that trial's MLflow run (opened by the callback) but no Tune trial: `--resume` samples a new trial in its
+        place, and the old run would stay as a stray, half-trained row. It is tagged `lost` and soft-deleted
+        (`mlflow runs restore` brings it back). A FINISHED run is never dropped. Returns the dropped trial ids."""
+        tag, value = stage_tag
+        children = (f"tags.mlflow.parentRunId = '{parent_run_id}' and tags.`{tag}` = '{value}' "
+                    "and attributes.status != 'FINISHED'")
+        dropped = []
+        for run in self.client.search_runs([self.experiment_id], filter_string=children, max_results=10000):
+            trial_id = run.data.tags.get(TRIAL_TAG)
+            if trial_id and trial_id not in recorded:
+                self.client.set_tag(run.info.run_id, STATUS_TAG, "lost")
+                if run.info.status == "RUNNING":
+                    self.client.set_terminated(run.info.run_id, status="KILLED")
+                self.client.delete_run(run.info.run_id)
+                dropped.append(trial_id)
+        return dropped
+
     # contents
     @retry_when_locked
     def log_params(self, run_id: str, params: dict[str, Any]) -> None:

@@ -196,3 +196,47 @@ def test_more_bad_train_input_is_one_clean_line(tmp_path, tiny_bert_dir, capsys,
     assert err.startswith("raycse: error:") and len(err.splitlines()) == 1 and culprit in err, err
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing written: no output dir, no mlflow.db
     assert not os.path.exists("/proc/raycse-nope")
+
+
+def test_runs_of_trials_that_tune_never_recorded_are_dropped_on_resume(tmp_path):
+    """A kill between a trial's start (its MLflow run, its Optuna trial) and Tune's next snapshot leaves a trial that
+    the resumed Tune does not know and replaces: its run is deleted, its Optuna trial failed; nothing else moves."""
+    import optuna
+    from mlflow.tracking import MlflowClient
+
+    from raycse.search import STAGE_TAG
+    from raycse.searcher import RAY_TRIAL_ID, fail_unrecorded_trials
+    from raycse.tracking import STATUS_TAG, TRIAL_TAG, Tracker
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracker = Tracker(uri, "lost")
+    parent = tracker.start_run("search")
+
+    def child(trial_id: str, stage: str, status: str) -> str:
+        run_id = tracker.start_run(trial_id, parent_run_id=parent, tags={TRIAL_TAG: trial_id, STAGE_TAG: stage})
+        if status != "RUNNING":
+            tracker.end_run(run_id, status)
+        return run_id
+
+    runs = {"done": child("done", "search", "FINISHED"), "resumed": child("resumed", "search", "KILLED"),
+            "lost": child("lost", "search", "KILLED"), "lost-live": child("lost-live", "search", "RUNNING"),
+            "finished-unknown": child("finished-unknown", "search", "FINISHED"),
+            "other-stage": child("other-stage", "confirm", "KILLED")}
+    dropped = tracker.drop_unrecorded_trials(parent, (STAGE_TAG, "search"), {"done", "resumed", "new"})
+    assert sorted(dropped) == ["lost", "lost-live"]
+    client = MlflowClient(tracking_uri=uri)
+    for name, run_id in runs.items():
+        run = client.get_run(run_id)
+        assert (run.info.lifecycle_stage == "deleted") == (name in dropped), name
+        assert (run.data.tags.get(STATUS_TAG) == "lost") == (name in dropped), name
+    assert client.get_run(runs["lost-live"]).info.status == "KILLED"
+
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'optuna.db'}", study_name="lost")
+    for ray_id in ("done", "resumed", "lost"):
+        trial = study.ask()
+        trial.set_user_attr(RAY_TRIAL_ID, ray_id)
+        if ray_id == "done":
+            study.tell(trial, 87.0)
+    assert fail_unrecorded_trials(study, {"done", "resumed"}) == [2]
+    states = {t.user_attrs[RAY_TRIAL_ID]: t.state.name for t in study.trials}
+    assert states == {"done": "COMPLETE", "resumed": "RUNNING", "lost": "FAIL"}

@@ -260,6 +260,8 @@ def finished_lines(text: str) -> list[str]:
 
 @pytest.mark.timeout(1200)
 def test_a_finished_trial_is_never_run_again_after_a_kill(tmp_path, tiny_bert_dir):
+    import optuna
+
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     space = write_space(tmp_path, tiny_bert_dir, "killed", num_samples=3, test_eval="none")
     args = search_args(tmp_path, space, "--no-confirm")
@@ -273,8 +275,13 @@ def test_a_finished_trial_is_never_run_again_after_a_kill(tmp_path, tiny_bert_di
     client = MlflowClient(tracking_uri=uri)
     parent, children = runs_of(client, "killed")
     trial_ids = [r.data.tags["raycse.trial_id"] for r in children]
-    assert len(trial_ids) == 3 and len(set(trial_ids)) == 3  # no lost and no duplicated trial
+    # no lost and no duplicated trial: a trial that the kill took before Tune's snapshot recorded it (its MLflow run
+    # and its Optuna trial already opened) was replaced by a new one, and its run deleted, its Optuna trial failed
+    assert len(trial_ids) == 3 and len(set(trial_ids)) == 3
     assert all(r.info.status == "FINISHED" and r.data.tags["raycse.status"] == "finished" for r in children)
+    study = optuna.load_study(study_name="killed", storage=f"sqlite:///{tmp_path / 'optuna.db'}")
+    assert sorted(t.user_attrs["ray_trial_id"] for t in study.trials if t.state.name == "COMPLETE") == sorted(trial_ids)
+    assert all(t.state.name == "FAIL" for t in study.trials if t.state.name != "COMPLETE")
     finished_run = next(r for r in children if r.data.tags["raycse.trial_id"] == done)
     assert [m.step for m in client.get_metric_history(finished_run.info.run_id, "objective")] == [2, 4]
     assert parent.info.status == "FINISHED"
