@@ -106,11 +106,15 @@ class Tracker:
     def end_run(self, run_id: str, status: str = "FINISHED") -> None:
         self.client.set_terminated(run_id, status=status)
 
+    def child_runs(self, parent_run_id: str, condition: str) -> list:
+        """The child runs of `parent_run_id` that match an MLflow filter `condition`."""
+        return self.client.search_runs([self.experiment_id], max_results=10000,
+                                       filter_string=f"tags.mlflow.parentRunId = '{parent_run_id}' and {condition}")
+
     @retry_when_locked
     def mark_orphans_killed(self, parent_run_id: str) -> int:
         """Children left RUNNING by a killed driver become KILLED (a resumed trial reopens its own)."""
-        running_children = f"tags.mlflow.parentRunId = '{parent_run_id}' and attributes.status = 'RUNNING'"
-        runs = self.client.search_runs([self.experiment_id], filter_string=running_children)
+        runs = self.child_runs(parent_run_id, "attributes.status = 'RUNNING'")
         for run in runs:
             self.client.set_terminated(run.info.run_id, status="KILLED")
         return len(runs)
@@ -124,10 +128,8 @@ class Tracker:
         place, and the old run would stay as a stray, half-trained row. It is tagged `lost` and soft-deleted
         (`mlflow runs restore` brings it back). A FINISHED run is never dropped. Returns the dropped trial ids."""
         tag, value = stage_tag
-        children = (f"tags.mlflow.parentRunId = '{parent_run_id}' and tags.`{tag}` = '{value}' "
-                    "and attributes.status != 'FINISHED'")
         dropped = []
-        for run in self.client.search_runs([self.experiment_id], filter_string=children, max_results=10000):
+        for run in self.child_runs(parent_run_id, f"tags.`{tag}` = '{value}' and attributes.status != 'FINISHED'"):
             trial_id = run.data.tags.get(TRIAL_TAG)
             if trial_id and trial_id not in recorded:
                 self.client.set_tag(run.info.run_id, STATUS_TAG, "lost")
