@@ -155,10 +155,9 @@ def _train_config(args):
 
 
 def _cmd_train(args) -> int:
-    from raycse.data import GlobalBatches
+    from raycse.data import GlobalBatches, load_examples
     from raycse.launch import run_training
-    from raycse.model import check_loadable
-    from raycse.trainer import load_examples
+    from raycse.model_loading import check_loadable
 
     config = _train_config(args)
     output = Path(config.output_dir).expanduser()
@@ -227,8 +226,9 @@ def _add_search(sub) -> None:
 
 def _cmd_search(args) -> int:
     from raycse.config import check_int
-    from raycse.model import check_loadable
-    from raycse.search import SearchOptions, finish, run_search
+    from raycse.driver.run import finish, run_search
+    from raycse.driver.state import SearchOptions
+    from raycse.model_loading import check_loadable
     from raycse.space import load_space
     from raycse.tracking import resolve_tracking_uri
 
@@ -249,7 +249,7 @@ def _cmd_search(args) -> int:
                             seed=args.seed, budget=args.budget, confirm_seeds=args.confirm_seeds,
                             confirm=not args.no_confirm, optuna_storage=args.optuna_storage,
                             started_at=args.started_at)
-    from raycse.report import format_search_summary, format_timings
+    from raycse.report.tables import format_search_summary, format_timings
 
     outcome = run_search(space, options)
     print(format_search_summary(outcome.summary), flush=True)
@@ -285,7 +285,7 @@ def _cmd_report(args) -> int:
 
 # -------------------------------------------------------------------------------------------- bench
 def _add_bench(sub) -> None:
-    from raycse.bench import PRECISIONS, SHAPES, BenchOptions
+    from raycse.bench.step import PRECISIONS, SHAPES, BenchOptions
 
     d = BenchOptions()
     p = sub.add_parser("bench", help="time raycse's training step against a naive fp32 step, and the STS-B dev eval")
@@ -309,7 +309,8 @@ def _add_bench(sub) -> None:
 
 
 def _cmd_bench(args) -> int:
-    from raycse.bench import BenchOptions, format_concurrent, format_table, run_bench, run_concurrent
+    from raycse.bench.concurrent import format_concurrent, run_concurrent
+    from raycse.bench.step import BenchOptions, format_table, run_bench
 
     options = BenchOptions(shape=args.shape, loss=args.loss, batch_size=args.batch_size, steps=args.steps,
                            warmup=args.warmup, seq_len=args.seq_len, compile=args.compile,

@@ -40,13 +40,12 @@ from scipy.stats import spearmanr
 
 from raycse.errors import ConfigError
 from raycse.model import Encoder
+from raycse.records import SEVEN_TASKS, STS_YEARS, TEST_KEYS, TEST_LABELS
 
 Encode = Callable[[list[str]], torch.Tensor]
 
 DEFAULT_DATA_DIR = Path(__file__).parent / "data" / "senteval"
 
-STS_YEARS = ("STS12", "STS13", "STS14", "STS15", "STS16")
-SEVEN_TASKS = (*STS_YEARS, "STSBenchmark", "SICKRelatedness")
 
 # Which split of which data set each result key is scored on (names as `load_sts_task` takes them).
 SPLIT_OF_RESULT = {
@@ -60,7 +59,7 @@ SPLIT_OF_RESULT = {
 # What each `--tasks` value reports, in the order the results are listed.
 RESULTS_OF_TASKS = {
     "stsb-dev": ("stsb_dev",),
-    "sts": (*SEVEN_TASKS, "avg"),
+    "sts": TEST_KEYS,
     "all": ("stsb_dev", "sickr_dev", *SEVEN_TASKS, "avg", "alignment", "uniformity"),
 }
 
@@ -285,6 +284,15 @@ class DevObjective:
         pairs: {figure name: its pairs}; the figure names are "stsb_dev" and "sickr_dev", or "dev_file".
     """
 
+    # Every objective here is a Spearman correlation x100: higher is better (Tune's and Optuna's word for the
+    # direction), and -100 is the worst a run can score (what a diverged training is worth, where one is needed).
+    mode = "max"
+    worst = -100.0
+
+    @classmethod
+    def better(cls, value: float, than: float) -> bool:
+        return value > than if cls.mode == "max" else value < than
+
     def __init__(self, name: str, description: str, pairs: dict[str, STSPairs]):
         self.name, self.description, self.pairs = name, description, dict(pairs)
         self._distinct = _DistinctSentences(self.pairs.values())
@@ -470,11 +478,6 @@ def run_eval(
     return evaluate_encoder(encode, tasks)
 
 
-# The papers' Table 2 row, in their order and with their column names.
-TABLE2_COLUMNS = {
-    "STS12": "STS12", "STS13": "STS13", "STS14": "STS14", "STS15": "STS15", "STS16": "STS16",
-    "STSBenchmark": "STS-B", "SICKRelatedness": "SICK-R", "avg": "Avg.",
-}
 _EXTRA_LINES = {
     "stsb_dev": "STS-B dev", "sickr_dev": "SICK-R dev", "alignment": "alignment", "uniformity": "uniformity",
 }
@@ -483,7 +486,7 @@ _EXTRA_LINES = {
 def format_table(results: dict[str, float], title: str) -> str:
     """A plain-text report: a row like the papers' Table 2, then dev figures and alignment/uniformity."""
     lines = [title]
-    columns = [(header, results[key]) for key, header in TABLE2_COLUMNS.items() if key in results]
+    columns = [(header, results[key]) for key, header in TEST_LABELS.items() if key in results]
     if columns:
         widths = [max(len(header), 6) for header, _ in columns]
         lines.append("  ".join(header.rjust(width) for (header, _), width in zip(columns, widths)))

@@ -19,6 +19,7 @@ import pytest
 
 from raycse import report
 from raycse.errors import ConfigError
+from raycse.report import load, tables
 
 FOCAL = "raycse-focal"
 ALL = "raycse-all"
@@ -238,11 +239,11 @@ def test_few_trials_warn_on_the_importances(focal_report):
 
 def test_importance_warning_rule():
     spread_ok = [80.0 + 0.5 * i for i in range(12)]  # span 5.5
-    assert report.importance_warnings(spread_ok, seed_noise_std=0.4) == []
-    [narrow] = report.importance_warnings([80.0 + 0.05 * i for i in range(12)], seed_noise_std=0.4)
+    assert tables.importance_warnings(spread_ok, seed_noise_std=0.4) == []
+    [narrow] = tables.importance_warnings([80.0 + 0.05 * i for i in range(12)], seed_noise_std=0.4)
     assert "span 0.55, less than 2 x the seed noise (0.4)" in narrow
-    assert report.importance_warnings(spread_ok, seed_noise_std=None) == []  # the page says once that it is unknown
-    [few] = report.importance_warnings(spread_ok[:9], seed_noise_std=None)
+    assert tables.importance_warnings(spread_ok, seed_noise_std=None) == []  # the page says once that it is unknown
+    [few] = tables.importance_warnings(spread_ok[:9], seed_noise_std=None)
     assert few.startswith("only 9 search trials completed")
 
 
@@ -278,7 +279,7 @@ def test_a_value_space_that_changed_mid_search_is_a_note(tmp_path):
     import optuna
     from optuna.distributions import FloatDistribution
 
-    from raycse.report_html import render_report
+    from raycse.report.page import render_report
 
     study = optuna.create_study(direction="maximize")
     for number, (tau, value) in enumerate([(0.05, 80.0), (0.1, 81.0), (0.07, 80.5), (0.03, 79.0)]):
@@ -288,7 +289,7 @@ def test_a_value_space_that_changed_mid_search_is_a_note(tmp_path):
                            "m": FloatDistribution(0.0, 0.6)}))
     summary = {"experiment": FOCAL, "baseline": {"objective": BASELINE}, "searched_params": {"focal": ["tau", "m"]},
                "seed_noise_std": 0.3}
-    record = report.SearchRecord(experiment=FOCAL, parent_run_id="-", summary=summary, study=study,
+    record = load.SearchRecord(experiment=FOCAL, parent_run_id="-", summary=summary, study=study,
                                  optuna_storage="in memory", rows=[])
     page = render_report(record, tmp_path)
     assert "Parameter importances (fANOVA, seed 0): not drawn (Optuna refused" in page.html
@@ -309,7 +310,7 @@ def test_report_experiment_logs_the_page_on_the_parent_run(store):
 
 def test_the_text_summary_from_search_summary_json_alone(store):
     """What the end of `raycse search` prints: the same tables, from the summary it just wrote."""
-    text = report.format_search_summary(report.load_search(store["tracking_uri"], FOCAL).summary)
+    text = tables.format_search_summary(load.load_search(store["tracking_uri"], FOCAL).summary)
     stopped = next(line.split() for line in text.splitlines() if line.split()[:2] == ["-", "f2"])
     assert stopped[2:7] == ["0.15", "0.05", "80.40", "16", "16"]  # tau, m, best objective, best step, last eval step
     assert "Verdict: The best configuration is not distinguishable" in text

@@ -204,7 +204,8 @@ def test_the_benchmark_strategies_a_hand_grid_and_a_budget_of_training_steps(tmp
                                                                             monkeypatch):
     """What benchmarks/search_quality.py compares: a Tune grid trains exactly its points; a step budget ends the
     random search's stage once its trials' steps add up to it (here 6 = one 4-step trial and half of the next)."""
-    from raycse.search import SearchOptions, run_search
+    from raycse.driver.run import run_search
+    from raycse.driver.state import SearchOptions
     from raycse.space import load_space
 
     monkeypatch.chdir(tmp_path)
@@ -372,5 +373,5 @@ resources: {{workers: 1, cpus_per_worker: 2}}
     trial = stages["search"]
     assert trial.data.params["complementary"].endswith("/best")  # stage 0's checkpoint, not the start weights
     assert trial.data.params["objective"] == "sts_dev_avg"
-    for metric in ("dclr_removed_fraction", "dclr_noise_logit", "stsb_dev", "sickr_dev"):
+    for metric in ("loss/dclr_removed_fraction", "loss/dclr_noise_logit", "stsb_dev", "sickr_dev"):
         assert [m.step for m in client.get_metric_history(trial.info.run_id, metric)] == [2, 4], metric

@@ -55,7 +55,7 @@ def test_imsimcse_searches_the_parametrisation_the_paper_measured():
 
 
 def test_supervised_spaces_run_offline_on_the_sick_demonstration_set():
-    from raycse.trainer import load_examples
+    from raycse.data import load_examples
 
     for name, loss in (("simcse-sup", "simcse-sup"), ("triplet", "triplet")):
         space = load_space(ROOT / "search_spaces" / f"{name}.yaml")
@@ -165,8 +165,7 @@ def test_good_space_round_trip(tmp_path):
 
 
 def test_cpu_budgets_score_every_trial_at_least_twice():
-    from raycse.data import GlobalBatches
-    from raycse.trainer import load_examples
+    from raycse.data import GlobalBatches, load_examples
 
     for path in SHIPPED:
         space = load_space(path).with_cpu_budget()

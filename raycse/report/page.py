@@ -23,9 +23,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from raycse.report import (
+from raycse.records import (
+    CONCURRENT_SLOTS,
+    SLOT_UTILISATION,
+    TOTAL_TIME,
+    TRIAL_TIMING_KEYS,
+    phase_of,
+    trial_timing_label,
+)
+from raycse.report.load import SearchRecord
+from raycse.report.tables import (
     SEED_NOISE_UNKNOWN,
-    SearchRecord,
     confirmation_table_rows,
     fmt,
     fmt_params,
@@ -391,16 +399,13 @@ def render_report(record: SearchRecord, out_dir: Path) -> RenderedReport:
     timings = summary.get("timings") or {}
     if timings:
         page.heading("Where the time went")
-        phases = [[key[len("time_"):-len("_s")], f"{value:.1f}"] for key, value in timings.items()
-                  if key.startswith("time_") and key != "time_total_s"]
-        trials = [[key[len("trial_"):-len("_s")], f"{timings[key]:.1f}"] for key in
-                  ("trial_startup_s", "trial_compile_s", "trial_train_s", "trial_eval_s", "trial_checkpoint_s")
-                  if key in timings]
-        page.table(["driver phase", "seconds"], [*phases, ["total", f"{timings.get('time_total_s', 0.0):.1f}"]],
+        phases = [[phase_of(key), f"{value:.1f}"] for key, value in timings.items() if phase_of(key)]
+        trials = [[trial_timing_label(key), f"{timings[key]:.1f}"] for key in TRIAL_TIMING_KEYS if key in timings]
+        page.table(["driver phase", "seconds"], [*phases, ["total", f"{timings.get(TOTAL_TIME, 0.0):.1f}"]],
                    "From the command's start; the phases add up to the total (this page's own writing follows).")
-        utilisation = 100 * timings.get("slot_utilisation", 0.0)
+        utilisation = 100 * timings.get(SLOT_UTILISATION, 0.0)
         page.table(["trials, summed", "seconds"], trials,
-                   f"Slot utilisation {utilisation:.0f}% of {timings.get('concurrent_slots', 1):.0f} concurrent "
+                   f"Slot utilisation {utilisation:.0f}% of {timings.get(CONCURRENT_SLOTS, 1):.0f} concurrent "
                    "trial slot(s): (train + eval) / ((search + confirm) x slots).")
     document = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
                 f"<title>raycse report: {html.escape(record.experiment)}</title><style>{STYLE}</style></head>"

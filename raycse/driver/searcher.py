@@ -10,12 +10,12 @@ from __future__ import annotations
 from ray import tune
 from ray.tune.search.optuna import OptunaSearch
 
-RAY_TRIAL_ID = "ray_trial_id"
+from raycse.records import RAY_TRIAL_ID
 
 
 class TaggedOptunaSearch(OptunaSearch):
     """Also safe on --resume: a trial that Optuna already holds as finished (told before a kill, then replayed by
-    raycse.trial) is neither reported nor told again, which the persistent study would refuse."""
+    raycse.driver.trial) is neither reported nor told again, which the persistent study would refuse."""
 
     def suggest(self, trial_id: str):
         config = super().suggest(trial_id)
