@@ -353,7 +353,7 @@ def smallest_detectable(seed_noise: float | None, n: int, confidence: float = st
     paired t-test. The quantiles' degrees of freedom are those of the test actually run (n - 1 pairs), not the
     pooled df: with 2 seeds the interval's critical value is t_{0.975,1} = 12.7, and that is what limits it.
     sd_d, the std of a paired difference, is estimated as sqrt(2) x the pooled seed std, not as the observed
-    std of the n differences: at n = 2 the latter rests on one degree of freedom (a factor of ~30 between its
+    std of the n differences: at n = 2 the latter rests on one degree of freedom (a factor of ~70 between its
     2.5% and 97.5% quantiles), while the pooled std uses every choosing and judging group. sqrt(2) sigma
     assumes that a seed does not move two configurations alike; when it does, pairing cancels that part and
     the true sd_d is smaller, so the figure errs on the side of "the budget can resolve less".
