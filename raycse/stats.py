@@ -7,6 +7,7 @@ interval that covers 0 means that, at this number of seeds, the data cannot tell
 """
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -51,9 +52,15 @@ def summarise(values: Sequence[float]) -> Summary:
     return Summary(mean, std, n)
 
 
+@functools.lru_cache(maxsize=1024)
+def t_ppf(probability: float, df: float) -> float:
+    """The Student-t quantile at `probability` with `df` degrees of freedom (cached: an answer asks for few)."""
+    return float(scipy_stats.t.ppf(probability, df))
+
+
 def t_quantile(n: int, confidence: float = CONFIDENCE) -> float:
     """The two-sided Student-t quantile for a mean over n values (n - 1 degrees of freedom)."""
-    return float(scipy_stats.t.ppf(0.5 + confidence / 2, n - 1))
+    return t_ppf(0.5 + confidence / 2, n - 1)
 
 
 def paired_interval(a: Sequence[float], b: Sequence[float], confidence: float = CONFIDENCE) -> PairedInterval:
