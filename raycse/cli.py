@@ -259,6 +259,10 @@ def _cmd_search(args) -> int:
           f"{outcome.model_version}")
     if outcome.summary.get("report"):
         print(f"Report: {outcome.summary['report']}")
+    if outcome.model_version is not None:
+        from raycse.export import export_command
+
+        print(f"Export the winner with its model card: {export_command(outcome.experiment, options.tracking_uri)}")
     finish(outcome, options.tracking_uri)
     print(format_timings(outcome.timings))
     return 0 if outcome.winner is not None else 1
@@ -280,6 +284,35 @@ def _cmd_report(args) -> int:
 
     print(report_experiment(resolve_tracking_uri(args.tracking_uri), args.experiment, Path(args.output_dir),
                             args.optuna_storage))
+    return 0
+
+
+# ------------------------------------------------------------------------------------------- export
+def _add_export(sub) -> None:
+    p = sub.add_parser("export", help="the winner of an experiment's latest search as a sentence-transformers model "
+                                      "folder with a model card (README.md)")
+    p.add_argument("experiment", help="the MLflow experiment name (the space file's 'experiment')")
+    p.add_argument("dir", help="the folder to write (new, or empty)")
+    p.add_argument("--tracking-uri", default=None, help="default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db")
+    p.add_argument("--push-to-hub", default=None, metavar="REPO_ID",
+                   help="then upload the folder to this Hugging Face Hub repository (OWNER/NAME)")
+    p.add_argument("--private", action="store_true", help="with --push-to-hub: create the repository private")
+    p.set_defaults(func=_cmd_export)
+
+
+def _cmd_export(args) -> int:
+    from raycse.export import check_repo_id, check_target, export_winner, push_to_hub
+    from raycse.tracking import resolve_tracking_uri
+
+    if args.push_to_hub is not None:
+        check_repo_id(args.push_to_hub)
+    check_target(Path(args.dir).expanduser())
+    result = export_winner(resolve_tracking_uri(args.tracking_uri), args.experiment, Path(args.dir),
+                           model_id=args.push_to_hub)
+    print(f"Exported the winner of {args.experiment!r} (parent run {result.parent_run_id}) to {result.folder}: "
+          f"SentenceTransformer({str(result.folder)!r}) loads it; its model card is {result.folder / 'README.md'}")
+    if args.push_to_hub is not None:
+        print(f"Pushed to {push_to_hub(result.folder, args.push_to_hub, private=args.private)}")
     return 0
 
 
@@ -338,6 +371,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_train(sub)
     _add_search(sub)
     _add_report(sub)
+    _add_export(sub)
     _add_bench(sub)
     return parser
 

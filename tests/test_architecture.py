@@ -22,7 +22,7 @@ LAYERS = [
     ("configuration", ["config", "space"]),
     ("trainer", ["checkpoints", "compile_policy", "grad_cache", "trainer"]),
     ("one training", ["launch"]),
-    ("search, report, bench", ["driver", "report", "bench"]),
+    ("search, report, bench", ["driver", "report", "bench", "export"]),
     ("commands", ["api", "cli", "__main__", "__init__"]),
 ]
 MAX_LINES = 500

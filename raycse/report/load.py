@@ -52,8 +52,7 @@ class SearchRecord:
 def load_search(tracking_uri: str, experiment: str, optuna_storage: str | None = None) -> SearchRecord:
     """The experiment's latest search: its summary, its child runs' table and its Optuna study."""
     tracker = Tracker.existing(tracking_uri, experiment)
-    parent_run_id = _latest_parent_run(tracker)
-    summary = _read_summary(tracker, parent_run_id)
+    parent_run_id, summary = latest_summary(tracker)
     storage = optuna_storage or summary["optuna_storage"]
     study = load_study(summary["study_name"], storage)
     rows = search_rows_from_runs(tracker, parent_run_id, summary)
@@ -62,6 +61,13 @@ def load_search(tracking_uri: str, experiment: str, optuna_storage: str | None =
         row.optuna_number = numbers.get(row.trial_id)
     return SearchRecord(experiment=experiment, parent_run_id=parent_run_id, summary=summary, study=study,
                         optuna_storage=storage, rows=rows)
+
+
+def latest_summary(tracker: Tracker) -> tuple[str, dict]:
+    """The experiment's latest search: its parent run's id and its search_summary.json (`raycse report`,
+    `raycse export`)."""
+    parent_run_id = _latest_parent_run(tracker)
+    return parent_run_id, _read_summary(tracker, parent_run_id)
 
 
 def _latest_parent_run(tracker: Tracker) -> str:
