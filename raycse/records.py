@@ -47,6 +47,7 @@ OBJECTIVE = "objective"  # the development objective of the evaluation reported;
 BEST_OBJECTIVE = "best_objective"
 BEST_STEP = "best_step"
 STEP = "step"  # the training step of the evaluation reported (ASHA's time attribute)
+TOTAL_STEPS = "total_steps"  # the steps the trial will take in all (how far along it is, for the status line)
 TRAIN_LOSS = "train_loss"
 SENTENCES_PER_S = "sentences_per_s"
 COMPILE_DECISION = "compile_decision"

@@ -17,6 +17,7 @@ TrainConfig.
 """
 from __future__ import annotations
 
+from raycse.driver import progress
 from raycse.driver.outcome import SearchOutcome
 from raycse.driver.stages.base import Stage
 from raycse.driver.stages.baseline import BaselineStage
@@ -52,10 +53,12 @@ def run_search(space: SearchSpace, options: SearchOptions, log=say) -> SearchOut
     check_order(STAGES)
     state = SearchState(space=space, options=options, log=log)
     state.clock = PhaseClock(options.started_at)
-    for stage in STAGES:
-        if stage.applies(state):
-            with state.clock.phase(stage.name):
-                stage.run(state)
+    with progress.shown(options.started_at) as status:  # a status line on a terminal, plain lines elsewhere
+        for stage in STAGES:
+            if stage.applies(state):
+                status.stage(stage.name)
+                with state.clock.phase(stage.name):
+                    stage.run(state)
     state.outcome.timings = state.outcome.summary["timings"] = state.timings()
     return state.outcome
 

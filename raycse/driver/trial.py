@@ -40,6 +40,7 @@ from raycse.records import (
     STATUS_TAG,
     STEP,
     STEPS_TAG,
+    TOTAL_STEPS,
     TRAIN_LOSS,
     TRIAL_CHECKPOINT,
     TRIAL_COMPILE,
@@ -69,8 +70,9 @@ def eval_metrics(report, extra_checkpoint_s: float = 0.0, worker_start_s: float 
     (cumulative over the trial; startup includes the worker's own start, checkpoint Tune's copy to storage)."""
     timings = report.timings
     return {
-        STEP: report.step, OBJECTIVE: report.objective, BEST_OBJECTIVE: report.best_objective,
-        BEST_STEP: report.best_step, TRAIN_LOSS: report.train_loss, SENTENCES_PER_S: report.sentences_per_s,
+        STEP: report.step, TOTAL_STEPS: report.total_steps, OBJECTIVE: report.objective,
+        BEST_OBJECTIVE: report.best_objective, BEST_STEP: report.best_step, TRAIN_LOSS: report.train_loss,
+        SENTENCES_PER_S: report.sentences_per_s,
         **report.dev_scores, **{loss_stat(name): value for name, value in report.loss_stats.items()},
         TRIAL_STARTUP: worker_start_s + timings.startup_s, TRIAL_COMPILE: timings.compile_s,
         TRIAL_TRAIN: timings.train_s, TRIAL_EVAL: timings.eval_s,

@@ -10,6 +10,7 @@ import dataclasses
 import math
 
 from raycse.driver import plan as planning
+from raycse.driver import progress
 from raycse.driver.outcome import TrialRecord
 from raycse.driver.state import SearchState
 from raycse.driver.trial import TrialContext, run_trial
@@ -104,6 +105,7 @@ def fit(state: SearchState, plan: SearchSpace, stage: str, experiment) -> list[T
 def run_fixed(state: SearchState, plan: SearchSpace, stage: str, specs: list[TrialSpec]) -> list[TrialRecord]:
     """Train exactly these trials as the stage's Tune experiment (restored when it exists)."""
     tune_config, param_space = fixed_trials(state, plan, specs)
+    progress.plan_trials(len(specs), DevObjective.mode)
     return fit(state, plan, stage, tuner(state, plan, stage, tune_config, param_space))
 
 
