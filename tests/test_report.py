@@ -194,15 +194,33 @@ def test_page_shows_references_tables_and_plots(focal_report):
     assert focal_report.html_path.name == "index.html"
     assert "79.73" in page and "tau=0.07, m=0.3" in page  # the baseline and the published point
     assert "which scores 81.15 (mean of 3 seeds)" in page
-    assert "0.07077" in page and str(ODD_TAU) not in page
-    assert len(re.findall(r"<img ", page)) >= 4
+    markup = re.sub(r"<script.*?</script>", "", page, flags=re.S)  # the figures' data hold values in full
+    assert "0.07077" in markup and str(ODD_TAU) not in markup
     names = {p.name for p in focal_report.images}
     assert {"optimization_history.png", "dev_curves.png", "importances.png", "slice.png",
             "parallel_coordinates.png", "contour.png"} <= names
     assert all(p.read_bytes().startswith(b"\x89PNG") for p in focal_report.images)
+    # every plot is an interactive figure on the page too, its PNG beside it
+    assert focal_report.figures == [f"plot-{p.stem}" for p in focal_report.images]
+    assert all(f'id="{element}"' in page for element in focal_report.figures)
     assert focal_report.text.endswith(f"Report: {focal_report.html_path}")
-    # no script, no external resource: only data URIs
-    assert "<script" not in page and not re.search(r'(src|href)="(?!data:)', page)
+    # one file that loads nothing: plotly.js inline once, no script or resource from elsewhere
+    assert page.count("* plotly.js v") == 1 and "<script src" not in page
+    assert not re.search(r'(src|href)="(?!data:)', markup)
+
+
+def test_the_dev_curves_are_steps_from_mlflow_and_hover_to_the_trial(store):
+    from raycse.report.plots import dev_curves
+
+    record = load.load_search(store["tracking_uri"], FOCAL)
+    curves = {c.trial_id: c for c in record.curves}
+    assert set(curves) == {"f0", "f1", "f2", "f3", "f5"}  # f4 failed before its first evaluation
+    assert curves["f3"].points == [(8, 81.0), (16, 80.2)] and curves["f3"].optuna_number == 3
+    figure = dev_curves(record.curves, "STS-B dev").figure()
+    trace = next(t for t in figure.data if t.name.startswith("f1 "))
+    assert list(trace.x) == [8, 16] and figure.layout.xaxis.title.text == "training step"
+    for words in ("trial f1</b> (Optuna #1)", "focal: tau=0.07077, m=0.43", "seed 42", "search", "finished"):
+        assert words in trace.hovertemplate, words
 
 
 def test_search_table_best_steps_come_from_the_objective_history(focal_report):
@@ -303,7 +321,9 @@ def test_report_experiment_logs_the_page_on_the_parent_run(store):
     assert "Verdict: The best configuration" in text and "0.07077" in text
     client = MlflowClient(tracking_uri=store["tracking_uri"])
     logged = [a.path for a in client.list_artifacts(store["parents"][FOCAL], "report")]
-    assert logged == ["report/index.html"]
+    assert logged == ["report/index.html", "report/plots"]
+    plots = {a.path for a in client.list_artifacts(store["parents"][FOCAL], "report/plots")}
+    assert {"report/plots/dev_curves.png", "report/plots/contour.png"} <= plots  # what MLflow's viewer can show
     downloaded = client.download_artifacts(store["parents"][FOCAL], "report/index.html", str(store["tmp"]))
     assert Path(downloaded).read_text() == (store["tmp"] / "cli-report" / "index.html").read_text()
 
@@ -417,7 +437,7 @@ class DevTools:
         """Load a page in a new tab, with its console and log recorded; return the tab's session id."""
         target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
         session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
-        for domain in ("Page", "Runtime", "Log"):
+        for domain in ("Page", "Runtime", "Log", "Network"):
             self.send(f"{domain}.enable", session=session)
         self.send("Page.navigate", {"url": url}, session=session)
         self.wait_for("Page.loadEventFired", session)  # fires once every image has loaded or failed
@@ -435,6 +455,19 @@ class DevTools:
             elif event.get("method") == "Log.entryAdded" and params["entry"].get("level") == "error":
                 found.append(params["entry"].get("text", ""))
         return found
+
+    def requests(self) -> list[str]:
+        """Every URL the pages asked for."""
+        return [e["params"]["request"]["url"] for e in self.events if e.get("method") == "Network.requestWillBeSent"]
+
+    def figure_marks(self, session: str) -> dict[str, int]:
+        """For each plotly figure on the page, how many marks its SVG holds (points, lines, bars, contours)."""
+        marks = ".scatterlayer path, .barlayer path, .contourlayer path, .heatmaplayer image"
+        expression = (f"Object.fromEntries(Array.from(document.querySelectorAll('.plotly-graph-div'), "
+                      f"figure => [figure.id, figure.querySelectorAll('svg.main-svg').length ? "
+                      f"figure.querySelectorAll('{marks}').length : -1]))")
+        result = self.send("Runtime.evaluate", {"expression": expression, "returnByValue": True}, session=session)
+        return result["result"]["value"]
 
     def image_widths(self, session: str) -> list[int]:
         result = self.send("Runtime.evaluate", {"expression": "Array.from(document.images, i => i.naturalWidth)",
@@ -467,20 +500,27 @@ def chromium(tmp_path):
     browser.close()
 
 
-def test_the_browser_checker_sees_broken_images_and_console_errors(chromium, tmp_path):
-    """The checker below can fail: a broken image and a console error are caught."""
+def test_the_browser_checker_sees_empty_figures_console_errors_and_requests(chromium, tmp_path):
+    """The checker below can fail: an empty figure, a console error and a request for another file are caught."""
+    from raycse.report.plots import plotly_script
+
     page = tmp_path / "broken.html"
-    page.write_text('<!DOCTYPE html><html><body><img src="data:image/png;base64,AAAA" alt="broken">'
-                    '<script>console.error("deliberate");</script></body></html>')
+    page.write_text(f'<!DOCTYPE html><html><head>{plotly_script()}</head><body><img src="elsewhere.png" alt="x">'
+                    '<div id="empty" class="plotly-graph-div"></div><div id="drawn" class="plotly-graph-div"></div>'
+                    '<script>Plotly.newPlot("empty", []); Plotly.newPlot("drawn", [{x: [1, 2], y: [3, 4]}]);'
+                    'console.error("deliberate");</script></body></html>')
     session = chromium.open(page.as_uri())
-    assert chromium.image_widths(session) == [0]
+    assert chromium.figure_marks(session) == {"empty": 0, "drawn": 3}  # a line and its two points
     assert any("deliberate" in e for e in chromium.errors())
+    assert any(url.endswith("/elsewhere.png") for url in chromium.requests())
 
 
-def test_the_report_loads_in_headless_chromium(chromium, focal_report, all_report):
+def test_the_report_renders_every_figure_in_headless_chromium(chromium, focal_report, all_report):
     for result in (focal_report, all_report):
         session = chromium.open(result.html_path.as_uri())
-        widths = chromium.image_widths(session)
-        assert len(widths) == len(result.images) >= 4
-        assert all(w > 0 for w in widths), widths
+        marks = chromium.figure_marks(session)
+        assert list(marks) == result.figures and len(marks) >= 6
+        assert all(count > 0 for count in marks.values()), marks
     assert chromium.errors() == []
+    # offline: nothing but the pages themselves (and the data URIs plotly draws contours with)
+    assert {url.split(":", 1)[0] for url in chromium.requests()} <= {"file", "data"}
