@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "raycse"
 LAYERS = [
     ("leaves", ["errors", "records", "files", "stats", "distributed", "ray_runtime", "tokens", "tracking"]),
     ("losses", ["losses"]),
-    ("data, model, evaluation", ["row_dropout", "model_loading", "sentence_transformers_files", "model", "data",
+    ("data, model, evaluation", ["row_dropout", "model_loading", "sentence_transformers_files", "model", "data", "sts_data",
                                   "evaluation", "batches"]),
     ("configuration", ["config", "space"]),
     ("trainer", ["checkpoints", "compile_policy", "grad_cache", "trainer"]),
