@@ -131,13 +131,6 @@ def format_std(std: float | None, n: int) -> str:
     return one_significant(std) if n < 3 else f"{std:.2f}"
 
 
-def format_mean_std(interval: Interval | None) -> str:
-    """`78.12 ± 0.3 (n = 2)`."""
-    if interval is None:
-        return "no valid seed"
-    return f"{interval.mean:.2f} ± {format_std(interval.std, interval.n)} (n = {interval.n})"
-
-
 def format_interval(interval: Interval, signed: bool = True) -> str:
     """`+0.42, 95% interval [+0.10, +0.74], n = 18, df = 17`; `+0.42, n = 1, no interval`."""
     number = "{:+.2f}" if signed else "{:.2f}"

@@ -45,12 +45,11 @@ from typing import Any
 
 from raycse import stats
 from raycse.driver.verdict import verdict_sentences
-from raycse.records import DIVERGED, FINISHED
+from raycse.records import CHOOSE, DIVERGED, FINISHED, JUDGE
 from raycse.stats import Interval, mean_interval
 
 BUDGETS = ("full", "cpu")
 POWER = 0.80  # the power at which the smallest detectable difference is quoted
-CHOOSE, JUDGE = "choose", "judge"
 BLOCK_WORDS = {CHOOSE: "choosing", JUDGE: "judging"}
 
 
