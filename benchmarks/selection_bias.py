@@ -1,4 +1,4 @@
-"""Selection bias of a search's answer: `raycse.decision` against today's rule, on simulated searches.
+"""Selection bias of a search's answer: `raycse.driver.decision` against today's rule, on simulated searches.
 
     python benchmarks/selection_bias.py --budget full [--reps N] [--choose-seeds C] [--output FILE]
     python benchmarks/selection_bias.py --budget cpu
@@ -26,7 +26,7 @@ true difference, over the repetitions whose winner is not the published point), 
 published point" and of "beats the untouched model", and, in the power scenario, the same rates and how often
 the truly better configuration won; each with its Monte-Carlo standard error.
 
-The new rule runs raycse.decision's own functions on every repetition: `rank_for_confirmation` on the search
+The new rule runs raycse.driver's own functions on every repetition: `rank_for_confirmation` on the search
 stage's curves, `choose_winner` on the choosing block (the configurations the driver then judges) and `decide`
 on everything, whose fields are what is counted. Only the random draws are vectorised. Today's rule is
 reimplemented here with numpy, as `raycse/search.py` (before issue 22) does it: top_k by the search stage's
@@ -54,19 +54,17 @@ from dataclasses import dataclass  # noqa: E402
 import numpy as np  # noqa: E402
 from scipy import stats as scipy_stats  # noqa: E402
 
-from raycse.decision import (  # noqa: E402
-    FINISHED,
-    STOPPED,
+from raycse.driver.decision import (  # noqa: E402
     Baseline,
     ConfigScores,
     ConfirmPlan,
     SeedScore,
-    TrialCurve,
     choose_winner,
     decide,
     default_plan,
-    rank_for_confirmation,
 )
+from raycse.driver.ranking import TrialCurve, rank_for_confirmation  # noqa: E402
+from raycse.records import FINISHED, STOPPED  # noqa: E402
 
 # the budgets of search_spaces/focal.yaml: trials, evaluation steps, whether ASHA can stop a trial, and today's
 # confirmation (top_k configurations + the published point over `seeds` seeds from 42)

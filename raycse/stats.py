@@ -87,3 +87,54 @@ def pooled_std(groups: Sequence[Sequence[float]]) -> float | None:
         squares += sum((x - mean) ** 2 for x in group)
         dof += len(group) - 1
     return math.sqrt(squares / dof) if dof else None
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A mean with its sample std and its two-sided 95% Student-t interval (df = n - 1); no interval for n < 2."""
+
+    mean: float
+    std: float | None
+    n: int
+    df: int | None
+    low: float | None
+    high: float | None
+
+    @property
+    def covers_zero(self) -> bool:
+        return self.low is None or self.low <= 0.0 <= self.high
+
+
+def mean_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> Interval:
+    """The mean of `values` with its two-sided Student-t interval (for paired differences: pass the differences)."""
+    summary = summarise(values)
+    if summary.std is None:
+        return Interval(summary.mean, None, summary.n, None, None, None)
+    half = t_quantile(summary.n, confidence) * summary.std / math.sqrt(summary.n)
+    return Interval(summary.mean, summary.std, summary.n, summary.n - 1, summary.mean - half, summary.mean + half)
+
+
+# ------------------------------------------------------------------------------------------ printing
+def one_significant(value: float) -> str:
+    """`value` to one significant digit: 0.0634 -> '0.06', 0.096 -> '0.1', 1.37 -> '1', 12.3 -> '10'."""
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    rounded = round(value, -math.floor(math.log10(abs(value))))
+    return f"{rounded:.{max(0, -math.floor(math.log10(abs(rounded))))}f}"
+
+
+def format_std(std: float | None, n: int) -> str:
+    """A std for print: one significant digit when it rests on fewer than 3 values (its own error is about as
+    large as it is), else two decimals; 'n/a' when there is none."""
+    if std is None:
+        return "n/a"
+    return one_significant(std) if n < 3 else f"{std:.2f}"
+
+
+def format_interval(interval: Interval, signed: bool = True) -> str:
+    """`+0.42, 95% interval [+0.10, +0.74], n = 18, df = 17`; `+0.42, n = 1, no interval`."""
+    number = "{:+.2f}" if signed else "{:.2f}"
+    if interval.low is None:
+        return f"{number.format(interval.mean)}, n = {interval.n}, no interval"
+    return (f"{number.format(interval.mean)}, 95% interval [{number.format(interval.low)}, "
+            f"{number.format(interval.high)}], n = {interval.n}, df = {interval.df}")

@@ -7,28 +7,21 @@ from pathlib import Path
 
 import pytest
 
-from raycse.decision import (
-    DIVERGED,
-    FAILED,
-    FINISHED,
-    STOPPED,
+from raycse.driver.decision import (
     Baseline,
     ConfigScores,
     ConfirmPlan,
     SeedScore,
-    TrialCurve,
     choose_winner,
     decide,
     default_plan,
-    format_interval,
-    format_std,
-    mean_interval,
-    one_significant,
-    rank_for_confirmation,
     seed_blocks,
     seeds_to_detect,
     smallest_detectable,
 )
+from raycse.driver.ranking import TrialCurve, rank_for_confirmation
+from raycse.records import DIVERGED, FAILED, FINISHED, STOPPED
+from raycse.stats import format_interval, format_std, mean_interval, one_significant
 
 # Student-t quantiles, from tables
 T975 = {1: 12.706205, 2: 4.302653, 3: 3.182446, 17: 2.109816}

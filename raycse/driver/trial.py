@@ -34,6 +34,7 @@ from raycse.records import (
     FINAL,
     FINAL_KEYS,
     FINISHED,
+    JUDGE,
     OBJECTIVE,
     REPLAYED,
     SENTENCES_PER_S,
@@ -178,10 +179,14 @@ def replayed_result(context: TrialContext, trial_id: str) -> dict | None:
 
 # ------------------------------------------------------------------------------------ the trainable
 def trial_config(space: SearchSpace, spec: TrialSpec, output_dir: str) -> TrainConfig:
+    """The trial's TrainConfig. Its best checkpoint is scored on the test tasks at the end when the space asks it
+    of every trial (test_eval: all), and for every judging run unless the test tasks are off (the answer's test
+    table is made of them)."""
     config = space.trial_config(spec.sampled, spec.seed)
+    test_eval = space.test_eval == "all" or (spec.stage == JUDGE and space.test_eval != "none")
     return dataclasses.replace(config, workers=space.resources.workers,
-                               gpus_per_worker=space.resources.gpus_per_worker,
-                               test_eval=space.test_eval == "all", output_dir=output_dir)
+                               gpus_per_worker=space.resources.gpus_per_worker, test_eval=test_eval,
+                               output_dir=output_dir)
 
 
 _previous_trial_end: float | None = None  # when this worker process last finished a trial (Tune reuses actors)

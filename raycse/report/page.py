@@ -43,15 +43,15 @@ from raycse.report.plots import (
 )
 from raycse.report.tables import (
     SEED_NOISE_UNKNOWN,
-    confirmation_table_rows,
+    choosing_table_rows,
     fmt,
     fmt_params,
     importance_warnings,
+    judging_table_rows,
     published_reference,
     score,
     search_table_rows,
-    sts_table_rows,
-    winner_test_rows,
+    test_table_rows,
 )
 
 IMPORTANCE_SEED = 0
@@ -289,8 +289,7 @@ def render_report(record: SearchRecord, out_dir: Path) -> RenderedReport:
                           ["MLflow parent run", record.parent_run_id],
                           ["Optuna study", f"{summary.get('study_name')} in {record.optuna_storage}"]])
     page.heading("Verdict")
-    verdict = (summary.get("winner") or {}).get("sentence")
-    page.paragraph(verdict or "No configuration was confirmed.", "verdict")
+    page.paragraph(summary.get("verdict") or "No configuration was found.", "verdict")
 
     page.heading("Reference points")
     baseline_pooler = (summary.get("baseline") or {}).get("eval_pooler")
@@ -300,17 +299,26 @@ def render_report(record: SearchRecord, out_dir: Path) -> RenderedReport:
                    + (f", which scores {score(references.published[0])} ({references.published[1]})."
                       if references.published else "."))
 
-    page.heading("Confirmation")
-    if summary.get("confirmation"):
-        headers, rows = confirmation_table_rows(summary)
-        page.table(headers, rows, "Each configuration re-run over seeds; the difference to the published point is "
-                   "paired by seed, with its Student-t 95% interval.", lambda row: row[6] == "(published point)")
+    headers, rows = choosing_table_rows(summary)
+    if rows:
+        page.heading("Choosing")
+        page.table(headers, rows, "The top configurations of the search on the same fresh seeds; the best dev mean "
+                   "wins. Stds over fewer than 3 seeds are shown to one significant digit.",
+                   lambda row: row[-1] == "winner")
+    headers, rows = judging_table_rows(summary)
+    if rows:
+        page.heading("Judging")
+        page.table(headers, rows, "The winner and the published point on further fresh seeds, which alone judge "
+                   "them; the difference is paired by seed, with its Student-t 95% interval, n and df.")
     else:
-        page.paragraph("The search ran no confirmation stage.", "note")
-    test_rows = winner_test_rows(summary)
-    if test_rows:
-        page.heading("The winner on the seven STS test tasks")
-        page.table(*sts_table_rows(test_rows), "Spearman x100; raycse: mean ± std over the winner's seeds.")
+        page.paragraph("The search ran no choosing or judging: the answer is its best trial, from one seed.", "note")
+    headers, rows, notes = test_table_rows(summary)
+    if rows:
+        page.heading("The seven STS test tasks")
+        page.table(headers, rows, "Spearman x100 on held-out test sets; the same model and data in every row "
+                   "(mean ± std over the judging seeds).")
+        for note in notes:
+            page.paragraph(note, "note")
 
     page.heading("Search")
     headers, rows = search_table_rows(record.rows, summary.get("searched_params") or {})

@@ -44,11 +44,12 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from raycse import stats
+from raycse.driver.verdict import verdict_sentences
+from raycse.records import CHOOSE, DIVERGED, FINISHED, JUDGE
+from raycse.stats import Interval, mean_interval
 
-FINISHED, STOPPED, DIVERGED, FAILED = "finished", "stopped", "diverged", "failed"
 BUDGETS = ("full", "cpu")
 POWER = 0.80  # the power at which the smallest detectable difference is quoted
-CHOOSE, JUDGE = "choose", "judge"
 BLOCK_WORDS = {CHOOSE: "choosing", JUDGE: "judging"}
 
 
@@ -130,63 +131,6 @@ def default_plan(budget: str, **overrides: Any) -> ConfirmPlan:
     return ConfirmPlan(budget=budget, **{**(FULL_DEFAULTS if budget == "full" else CPU_DEFAULTS), **overrides})
 
 
-# --------------------------------------------------------------------------------- the search stage's ranking
-@dataclass(frozen=True)
-class TrialCurve:
-    """One search-stage trial: its configuration, how it ended (finished, stopped, diverged or failed) and its
-    dev curve as (step, value) pairs."""
-
-    key: str
-    status: str
-    curve: tuple[tuple[int, float], ...]
-    trial_id: str = ""
-
-
-@dataclass(frozen=True)
-class Ranked:
-    """A configuration's place in the search stage's ranking and the figure it was ranked by: the best value of
-    its trial over the whole run (`up_to_step` None: a finished trial) or up to the common step of the stopped
-    trials."""
-
-    key: str
-    rank: int
-    status: str
-    score: float
-    up_to_step: int | None
-    trial_id: str
-
-
-def _best(curve: Sequence[tuple[int, float]], up_to: int | None = None) -> float | None:
-    values = [v for s, v in curve if math.isfinite(v) and (up_to is None or s <= up_to)]
-    return max(values) if values else None
-
-
-def rank_for_confirmation(trials: Sequence[TrialCurve], top_k: int) -> tuple[Ranked, ...]:
-    """The top_k configurations of the search stage, ranked on a common footing; one entry per configuration.
-
-    Finished trials first, by their best value over the full run (a trial ASHA let finish beat its rung peers).
-    Only if fewer than top_k configurations finished do the stopped trials follow, each by its best value up to
-    the last rung step every stopped trial reached: values read at different budgets are never compared.
-    Diverged and failed trials are never ranked. Ties go to the earlier trial id.
-    """
-    finished = [(t, _best(t.curve)) for t in trials if t.status == FINISHED]
-    stopped = [t for t in trials if t.status == STOPPED and _best(t.curve) is not None]
-    ranked: list[Ranked] = []
-    seen: set[str] = set()
-
-    def take(entries: list[tuple[TrialCurve, float | None]], up_to: int | None) -> None:
-        for trial, score in sorted((e for e in entries if e[1] is not None), key=lambda e: (-e[1], e[0].trial_id)):
-            if len(ranked) < top_k and trial.key not in seen:
-                seen.add(trial.key)
-                ranked.append(Ranked(trial.key, len(ranked) + 1, trial.status, score, up_to, trial.trial_id))
-
-    take(finished, None)
-    if len(ranked) < top_k and stopped:
-        common = min(max(s for s, v in t.curve if math.isfinite(v)) for t in stopped)
-        take([(t, _best(t.curve, common)) for t in stopped], common)
-    return tuple(ranked)
-
-
 # ------------------------------------------------------------------------------------- seed-level scores in
 @dataclass(frozen=True)
 class SeedScore:
@@ -223,31 +167,6 @@ class Baseline:
 
 
 # ------------------------------------------------------------------------------------------ figures out
-@dataclass(frozen=True)
-class Interval:
-    """A mean with its sample std and its two-sided 95% Student-t interval (df = n - 1); no interval for n < 2."""
-
-    mean: float
-    std: float | None
-    n: int
-    df: int | None
-    low: float | None
-    high: float | None
-
-    @property
-    def covers_zero(self) -> bool:
-        return self.low is None or self.low <= 0.0 <= self.high
-
-
-def mean_interval(values: Sequence[float], confidence: float = stats.CONFIDENCE) -> Interval:
-    """The mean of `values` with its two-sided Student-t interval (for paired differences: pass the differences)."""
-    summary = stats.summarise(values)
-    if summary.std is None:
-        return Interval(summary.mean, None, summary.n, None, None, None)
-    half = stats.t_quantile(summary.n, confidence) * summary.std / math.sqrt(summary.n)
-    return Interval(summary.mean, summary.std, summary.n, summary.n - 1, summary.mean - half, summary.mean + half)
-
-
 @dataclass(frozen=True)
 class BlockSummary:
     """One configuration over one block of seeds: what was planned, what counted, and the figures of what counted."""
@@ -462,7 +381,7 @@ def decide(configs: Sequence[ConfigScores], *, published: str | None, baseline: 
         detectable=detectable, detectable_n=detectable_n if detectable is not None else None,
         beats_published=beats_published, below_published=below_published, beats_baseline=beats_baseline,
         baseline_judged=baseline_judged, marks=marks, verdict=())
-    return replace(decision, verdict=tuple(_verdict(decision)))
+    return replace(decision, verdict=tuple(verdict_sentences(decision)))
 
 
 def _label(summary: ConfigSummary) -> str:
@@ -481,131 +400,3 @@ def _marks(summaries: Sequence[ConfigSummary]) -> list[str]:
                 marks.append(f"{_label(summary)} on the {BLOCK_WORDS[block.block]} seeds: {block.count_text} "
                              "(fewer than planned)")
     return marks
-
-
-# ------------------------------------------------------------------------------------------ words
-def one_significant(value: float) -> str:
-    """`value` to one significant digit: 0.0634 -> '0.06', 0.096 -> '0.1', 1.37 -> '1', 12.3 -> '10'."""
-    if value == 0 or not math.isfinite(value):
-        return f"{value:g}"
-    rounded = round(value, -math.floor(math.log10(abs(value))))
-    return f"{rounded:.{max(0, -math.floor(math.log10(abs(rounded))))}f}"
-
-
-def format_std(std: float | None, n: int) -> str:
-    """A std for print: one significant digit when it rests on fewer than 3 values (its own error is about as
-    large as it is), else two decimals; 'n/a' when there is none."""
-    if std is None:
-        return "n/a"
-    return one_significant(std) if n < 3 else f"{std:.2f}"
-
-
-def format_mean_std(interval: Interval | None) -> str:
-    """`78.12 ± 0.3 (n = 2)`."""
-    if interval is None:
-        return "no valid seed"
-    return f"{interval.mean:.2f} ± {format_std(interval.std, interval.n)} (n = {interval.n})"
-
-
-def format_interval(interval: Interval, signed: bool = True) -> str:
-    """`+0.42, 95% interval [+0.10, +0.74], n = 18, df = 17`; `+0.42, n = 1, no interval`."""
-    number = "{:+.2f}" if signed else "{:.2f}"
-    if interval.low is None:
-        return f"{number.format(interval.mean)}, n = {interval.n}, no interval"
-    return (f"{number.format(interval.mean)}, 95% interval [{number.format(interval.low)}, "
-            f"{number.format(interval.high)}], n = {interval.n}, df = {interval.df}")
-
-
-def _seed_range(seeds: tuple[int, ...]) -> str:
-    return f"seed {seeds[0]}" if len(seeds) == 1 else f"seeds {seeds[0]}-{seeds[-1]}"
-
-
-def _method(d: Decision) -> str:
-    plan, seeds = d.plan, d.seeds
-    trials = f"{plan.num_samples} trials" if plan.num_samples else "trials"
-    fresh = f"{plan.judge_seeds} {'further ' if plan.has_choosing else ''}fresh seeds ({_seed_range(seeds.judge)})"
-    judged = (f"the winner and the published point were then trained on {fresh}, and only those judge them"
-              if d.published is not None else f"the winner was then trained on {fresh}, and only those judge it")
-    if plan.has_choosing:
-        return (f"Method: chosen on dev, judged on fresh seeds. The search stage's {trials} (seed {seeds.search}) "
-                f"only ranked configurations by their best {plan.objective} (dev); the top {plan.top_k} were "
-                f"trained on {plan.choose_seeds} fresh seeds ({_seed_range(seeds.choose)}) and the winner is the "
-                f"best mean there (dev); {judged}.")
-    return (f"Method: chosen by the search stage on dev, judged on fresh seeds. The search stage's {trials} "
-            f"(seed {seeds.search}) ranked configurations by their best {plan.objective} (dev) and its first is "
-            f"the winner; {judged}.")
-
-
-def _verdict(d: Decision) -> list[str]:
-    plan = d.plan
-    parts = [_method(d)]
-    winner = d.config(d.winner)
-    if winner is None:
-        parts.append("No configuration has a valid score on the choosing seeds: there is no winner.")
-        return parts
-    judge = winner.judge
-    if judge is not None and judge.dev is not None:
-        spread = f" ± {format_std(judge.dev.std, judge.dev.n)}" if judge.dev.std is not None else ""
-        parts.append(f"The winner scores {judge.dev.mean:.2f}{spread} on the {plan.objective} (dev) over its judging "
-                     f"seeds ({judge.count_text}).")
-    else:
-        parts.append(f"The winner has no valid judging seed ({judge.count_text if judge else 'none run'}): "
-                     "nothing is judged.")
-    # against the published point: dev, judging seeds
-    if d.published is None:
-        parts.append("The space names no published point: there is nothing to compare the winner with.")
-    elif winner.is_published:
-        where = "on the choosing seeds" if plan.has_choosing else "in the search stage"
-        parts.append(f"The published point is the winner: no searched configuration did better {where}.")
-    elif d.versus_published is None or d.versus_published.low is None:
-        shown = f" ({format_interval(d.versus_published)})" if d.versus_published else ""
-        parts.append(f"Against the published point (dev, judging seeds): fewer than two paired seeds{shown}, so "
-                     "no interval: not judged.")
-    else:
-        diff = format_interval(d.versus_published)
-        if d.beats_published or d.below_published:
-            word = "beats" if d.beats_published else "falls below"
-            parts.append(f"The winner {word} the published point on the {plan.objective} (dev, judging seeds): "
-                         f"winner - published {diff}.")
-        else:
-            reach = (f"; the judging stage could detect a difference of about {d.detectable:.2f} (80% power), "
-                     "so a smaller one would go unseen" if d.detectable is not None else "")
-            parts.append(f"The winner is not distinguishable from the published point on the {plan.objective} (dev, "
-                         f"judging seeds): winner - published {diff}, which covers 0{reach}.")
-    # against the untouched model: test, judging seeds
-    base = d.baseline.test.get(plan.test_key)
-    if d.winner_test is None:
-        parts.append("Against the untouched model: not judged (no test figures: the test tasks were off). On dev "
-                     "it is not compared: a trained run's dev figure is the best of a curve, the untouched "
-                     "model's one evaluation.")
-    elif base is None:
-        parts.append("Against the untouched model: not judged (it has no test figure).")
-    elif not d.baseline_judged:
-        parts.append(f"Against the untouched model ({plan.test_label}, test: {base:.2f}): the winner's "
-                     f"{format_interval(d.winner_test, signed=False)}; no interval: not judged.")
-    else:
-        figure = format_interval(d.winner_test, signed=False)
-        if d.beats_baseline:
-            parts.append(f"The winner beats the untouched model on the {plan.test_label} (test, judging seeds): "
-                         f"{figure}, whose low end clears the untouched model's {base:.2f}.")
-        else:
-            parts.append(f"The winner is not shown to beat the untouched model on the {plan.test_label} (test, "
-                         f"judging seeds): {figure}, whose low end does not clear the untouched model's "
-                         f"{base:.2f}; training may not have helped at this budget.")
-    # what the budget can resolve
-    if d.seed_noise is not None:
-        noise = (f"Seed noise of the {plan.objective} (dev, pooled over the choosing and judging groups): "
-                 f"{d.seed_noise:.2f}, df = {d.seed_noise_df}")
-        if d.detectable is not None:
-            noise += (f"; the smallest winner - published difference the judging stage could detect (two-sided 95%, "
-                      f"80% power, n = {d.detectable_n}): {d.detectable:.2f}")
-        parts.append(noise + ".")
-    else:
-        parts.append("Seed noise: no configuration has two valid seeds in a block, so it is not known.")
-    if plan.budget == "cpu":
-        reach = (f", which can detect only differences of about {d.detectable:.2f} or more"
-                 if d.detectable is not None else "")
-        parts.append(f"CPU budget: {plan.judge_seeds} judging seed{'s' if plan.judge_seeds > 1 else ''}{reach}: a "
-                     "demonstration of the mechanism, not a decision.")
-    parts.extend(f"Marked: {mark}." for mark in d.marks)
-    return parts
