@@ -23,9 +23,10 @@ from typing import Any
 
 from raycse.errors import ConfigError, first_line
 from raycse.files import replace_directory
-from raycse.records import BEST_TRIAL_TAG, TEST_LABELS
+from raycse.records import TEST_LABELS
 from raycse.report.load import latest_summary
-from raycse.report.tables import fmt, fmt_params, score, sts_table_rows
+from raycse.report.tables import fmt, fmt_params, score
+from raycse.stats import Interval, format_interval, format_std
 from raycse.tracking import Tracker, resolve_tracking_uri
 
 CHECKPOINT_ARTIFACT = "best_checkpoint"  # the parent run's registered checkpoint (driver/stages/record.py)
@@ -39,7 +40,6 @@ DATA_WORDS = {"wiki-sample": "the bundled Wikipedia sample (the first 11,914 sen
 TEST_DATASETS = {"STS12": "mteb/sts12-sts", "STS13": "mteb/sts13-sts", "STS14": "mteb/sts14-sts",
                  "STS15": "mteb/sts15-sts", "STS16": "mteb/sts16-sts", "STSBenchmark": "mteb/stsbenchmark-sts",
                  "SICKRelatedness": "mteb/sickr-sts"}
-UNTOUCHED_ROW = "the untouched model"
 METRIC = "spearman_cosine"  # sentence-transformers' name for what raycse reports (x100 here, as the papers print)
 
 
@@ -50,67 +50,68 @@ class HubPushError(OSError):
 # ------------------------------------------------------------------------------------------- the facts
 @dataclass
 class CardFacts:
-    """What the card says about a search's answer. Figures are {"mean", "std", "n"} dicts (std None below 2)."""
+    """What the card says about a search's answer. Figures are {"mean", "std", "n"} dicts (std None below 2 seeds);
+    intervals add "df", "low" and "high"."""
 
     experiment: str
-    base_model: str  # as the space file names it ('minilm', a hub id or a local directory)
+    base_model: str  # as the summary names it (a hub id, or a local directory)
     family: str
     params: dict[str, Any]
     is_published: bool
     objective: str  # what chose and judged the configurations, in words
     budget: str
+    judged: bool  # False: no confirmation stage ran, and the winner's figure is its one search trial
+    method: dict  # the decision's method: top_k, choose_seeds, judge_seeds, seeds by block ({} when not judged)
     winner: dict  # the winner's objective over its judging seeds
-    versus_published: dict | None  # winner - published on the objective: {mean, std, n, df, low, high}
-    published: dict | None  # {"family", "params", and its objective figure "mean", "std", "n" when it was retrained}
+    versus_published: dict | None  # winner - published on the objective, paired over the judging seeds
+    published: dict | None  # {"family", "params"}, and its objective over the judging seeds when it was judged
     baseline: float | None  # the untouched model's objective
-    test_rows: dict[str, dict[str, dict]]  # row label -> test task -> figure ({} where not recorded)
-    winner_row: str  # the winner's row of test_rows: what the model-index reports
-    paper: dict | None  # {"label", "figures"}: a paper's reported row, on its own model and data
+    test_table: tuple[list[str], list[list[str]], list[str]]  # headers, rows, notes: as `raycse search` prints it
+    winner_test: dict[str, dict]  # the winner's test figures over its judging seeds: what the model-index holds
     verdict: str
     searched: int  # search-stage trials
-    confirmed: int  # configurations retrained over seeds
     seed_noise: float | None
+    seed_noise_df: int | None
+    detectable: float | None  # the smallest winner - published difference the judging stage could detect
     study_name: str
     optuna_storage: str
     registered_model: dict  # {"name", "version"}
-    checkpoint_trial: dict = field(default_factory=dict)  # the exported checkpoint's trial, as the summary has it
+    checkpoint: dict = field(default_factory=dict)  # the exported checkpoint's trial, as the summary lists it
+    checkpoint_rule: str = ""  # why that checkpoint of the winner's runs
 
 
-def card_facts(summary: dict, checkpoint_trial_id: str | None) -> CardFacts:
-    """The card's facts from `search_summary.json`: the one place that reads the summary's answer fields.
+def card_facts(summary: dict) -> CardFacts:
+    """The card's facts from `search_summary.json`: the one place that reads the summary's answer fields
+    (the `decision` block of raycse/driver/summary.py, its `winner`, `test_table` and `registered`)."""
+    from raycse.report.tables import test_table_rows
 
-    Today the answer is `winner` (mean over its confirmation seeds), its `confirmation` entry's
-    `diff_to_published` (paired over seeds), `winner_test` and `paper`. When the summary holds the decision's
-    choosing and judging blocks, this function is what changes: the judging-seed figures for `winner`, the
-    judging interval with its df for `versus_published`, and the untouched model's and the published point's
-    test rows beside the winner's in `test_rows`.
-    """
     winner = summary.get("winner") or {}
-    confirmed = summary.get("confirmation") or []
-    entry = next((c for c in confirmed if c.get("config_key") == winner.get("config_key")), {})
-    published_entry = next((c for c in confirmed if c.get("is_published")), None)
-    diff = entry.get("diff_to_published")
-    versus = None if not diff or winner.get("is_published") else {
-        **diff, "df": diff["n"] - 1 if diff.get("low") is not None else None}
+    decision = summary.get("decision") or {}
+    judged = bool(decision) and bool(winner.get("judged"))
+    registered = summary.get("registered") or {}
+    trial = next((t for t in summary.get("trials") or [] if t.get("trial_id") == registered.get("trial_id")), {})
+    configs = {c.get("config_key"): c for c in decision.get("configs") or []}
     published = summary.get("published")
-    if published is not None and published_entry is not None:
-        published = {**published, **{k: published_entry.get(k) for k in ("mean", "std", "n")}}
-    n = max((f.get("n") or 0 for f in (summary.get("winner_test") or {}).values()), default=0)
-    winner_row = f"this configuration ({winner.get('family', '?')}), {n} seed{'s' if n != 1 else ''}"
-    test_rows = {UNTOUCHED_ROW: {}, winner_row: summary.get("winner_test") or {}}
-    trial = next((t for t in summary.get("trials") or [] if t.get("trial_id") == checkpoint_trial_id), {})
+    if published is not None:
+        judge = (configs.get(published.get("config_key")) or {}).get("judge") or {}
+        published = {**published, **(judge.get("dev") or {})}
+    figure = ({k: winner.get(k) for k in ("mean", "std", "n")} if judged
+              else {"mean": trial.get("best_objective"), "std": None, "n": 1})
+    test_rows = (summary.get("test_table") or {}).get("rows") or []
+    winner_test = next((row["figures"] for row in test_rows if row.get("label") == "winner"), {})
     return CardFacts(
         experiment=summary["experiment"], base_model=str(summary.get("model")), family=winner.get("family", "?"),
         params=winner.get("params") or {}, is_published=bool(winner.get("is_published")),
         objective=summary.get("objective_description") or summary.get("objective") or "objective",
-        budget=summary.get("budget", "?"), winner={k: winner.get(k) for k in ("mean", "std", "n")},
-        versus_published=versus, published=published, baseline=(summary.get("baseline") or {}).get("objective"),
-        test_rows=test_rows, winner_row=winner_row, paper=summary.get("paper") or None,
-        verdict=winner.get("sentence") or "", confirmed=len(confirmed),
-        searched=sum(1 for t in summary.get("trials") or [] if t.get("stage", "search") == "search"),
-        seed_noise=summary.get("seed_noise_std"), study_name=summary.get("study_name", "?"),
+        budget=summary.get("budget", "?"), judged=judged, method=decision.get("method") or {}, winner=figure,
+        versus_published=winner.get("versus_published"), published=published,
+        baseline=(summary.get("baseline") or {}).get("objective"), test_table=test_table_rows(summary),
+        winner_test=winner_test, verdict=summary.get("verdict") or winner.get("sentence") or "",
+        searched=sum(1 for t in summary.get("trials") or [] if t.get("stage") == "search"),
+        seed_noise=decision.get("seed_noise"), seed_noise_df=decision.get("seed_noise_df"),
+        detectable=decision.get("detectable"), study_name=summary.get("study_name", "?"),
         optuna_storage=summary.get("optuna_storage", "?"), registered_model=summary.get("registered_model") or {},
-        checkpoint_trial=trial)
+        checkpoint=trial, checkpoint_rule=registered.get("rule", ""))
 
 
 @dataclass
@@ -159,24 +160,23 @@ def training_datasets(settings: dict[str, str]) -> list[str]:
 
 
 def card_data(facts: CardFacts, provenance: Provenance):
-    """The YAML header: what the Hub indexes, and the model-index it draws the results widget from."""
+    """The YAML header: what the Hub indexes, and the model-index it draws the results widget from (the winner's
+    seven test tasks, means over its judging seeds, as `raycse search` prints them)."""
     from huggingface_hub import EvalResult, ModelCardData
 
     results = []
-    test = facts.test_rows.get(facts.winner_row) or {}
-    seeds = next((figure.get("n") for figure in test.values() if figure.get("n")), None)
+    seeds = next((figure.get("n") for figure in facts.winner_test.values() if figure and figure.get("n")), None)
     metric_name = f"Spearman (cosine) x100, mean over {seeds} seeds" if seeds else "Spearman (cosine) x100"
     for task, dataset in TEST_DATASETS.items():
-        figure = test.get(task)
+        figure = facts.winner_test.get(task)
         if figure and figure.get("mean") is not None:
             results.append(EvalResult(
                 task_type="semantic-similarity", task_name="Semantic Similarity", dataset_type=dataset,
                 dataset_name=TEST_LABELS[task], dataset_split="test", metric_type=METRIC, metric_name=metric_name,
                 metric_value=round(float(figure["mean"]), 2)))
-    base = hub_model_id(facts.base_model)
     return ModelCardData(
         language="en", library_name="sentence-transformers", pipeline_tag="sentence-similarity",
-        base_model=base, datasets=training_datasets(provenance.settings) or None,
+        base_model=hub_model_id(facts.base_model), datasets=training_datasets(provenance.settings) or None,
         tags=["sentence-transformers", "sentence-similarity", "feature-extraction", "raycse", facts.family],
         model_name=facts.experiment, eval_results=results or None)
 
@@ -185,16 +185,32 @@ def _figure(figure: dict | None) -> str:
     if not figure or figure.get("mean") is None:
         return "-"
     n = figure.get("n")
-    spread = f" ± {figure['std']:.2f}" if figure.get("std") is not None else ""
-    return f"{score(figure['mean'])}{spread}" + (f" (n = {n})" if n else "")
+    return f"{score(figure['mean'])}" + (f" ± {format_std(figure['std'], n or 3)}" if figure.get("std") is not None
+                                         else "") + (f" (n = {n})" if n else "")
 
 
 def _interval(versus: dict) -> str:
-    text = f"{versus['mean']:+.2f}"
-    if versus.get("low") is None:
-        return text + f" from n = {versus.get('n')} (no interval below 2 seeds)"
-    return (text + f", 95% interval [{versus['low']:+.2f}, {versus['high']:+.2f}] "
-            f"(paired over n = {versus['n']} seeds, df = {versus['df']})")
+    """`+0.42, 95% interval [+0.10, +0.74], n = 18, df = 17`, as the printed answer has it."""
+    return format_interval(Interval(**{k: versus.get(k) for k in ("mean", "std", "n", "df", "low", "high")}))
+
+
+def _seeds(seeds: list[int]) -> str:
+    return f"{seeds[0]}-{seeds[-1]}" if len(seeds) > 1 else ", ".join(map(str, seeds))
+
+
+def _method(facts: CardFacts) -> str:
+    """How the answer was reached, in the card's words."""
+    if not facts.judged:
+        return (f"The search stage tried {facts.searched} configurations (one seed each) and this is its best; no "
+                "confirmation stage ran, so nothing judges it (one seed moves STS figures by up to ~2 points).")
+    method, seeds = facts.method, facts.method.get("seeds") or {}
+    chosen = (f"the top {method['top_k']} were trained on {method['choose_seeds']} fresh seeds "
+              f"({_seeds(seeds.get('choose') or [])}) and the best mean won"
+              if method.get("top_k", 1) > 1 else "its first-ranked configuration is the winner")
+    return (f"The search stage tried {facts.searched} configurations (seed {seeds.get('search', '?')}) and ranked "
+            f"them on dev; {chosen}. The winner and the published point were then trained on "
+            f"{method.get('judge_seeds')} further fresh seeds ({_seeds(seeds.get('judge') or [])}), which alone "
+            "give the figures below: no run that chose the winner judges it.")
 
 
 def _data(settings: dict[str, str]) -> str:
@@ -207,16 +223,17 @@ def card_body(facts: CardFacts, provenance: Provenance, model_id: str = "PATH_OR
     """The card's Markdown: the model, how to use it, how it was chosen, how sure that is, and where it came from."""
     s = provenance.settings
     base = hub_model_id(facts.base_model) or facts.base_model
-    trial = facts.checkpoint_trial
+    trial = facts.checkpoint
     steps = trial.get("steps") or s.get("max_steps") or "?"
     corpus = _data(s)
+    published = facts.published or {}
+    judged = " over its judging seeds" if facts.judged else " (its one search trial)"
     lines = [
         f"# {facts.experiment}",
         "",
         f"A [sentence-transformers](https://www.sbert.net) model: `{base}` trained with the **{facts.family}** "
         f"loss ({fmt_params(facts.params) or 'its published hyperparameters'}) on {corpus}, for {steps} steps. "
-        f"The configuration was chosen by a raycse search (Ray Tune + Optuna) "
-        f"over {facts.searched} configurations, then retrained over seeds and compared with the published point.",
+        f"A raycse search (Ray Tune + Optuna) chose the configuration among {facts.searched}.",
         "",
         "```python",
         "from sentence_transformers import SentenceTransformer",
@@ -226,52 +243,49 @@ def card_body(facts: CardFacts, provenance: Provenance, model_id: str = "PATH_OR
         "print(model.similarity(embeddings[:1], embeddings[1:]))",
         "```",
         "",
-        "## The answer",
+        "## How it was chosen",
         "",
-        facts.verdict or "No verdict was recorded.",
+        _method(facts),
         "",
         markdown_table(["", facts.objective], [
-            ["the untouched model (baseline)", score(facts.baseline)],
-            [f"the published point ({(facts.published or {}).get('family', '-')} "
-             f"{fmt_params((facts.published or {}).get('params') or {})})", _figure(facts.published)],
-            [f"**this configuration** ({facts.family} {fmt_params(facts.params)})", _figure(facts.winner)],
+            ["the untouched model (baseline, one evaluation)", score(facts.baseline)],
+            [f"the published point ({published.get('family', '-')} {fmt_params(published.get('params') or {})})",
+             "this configuration" if facts.is_published else _figure(published)],
+            [f"**this configuration** ({facts.family} {fmt_params(facts.params)}){judged}", _figure(facts.winner)],
             ["this configuration − the published point",
              "the same configuration" if facts.is_published else
              _interval(facts.versus_published) if facts.versus_published else "-"]]),
         "",
-        "Figures are means ± std over seeds (n = the number of seeds); the interval is Student-t, 95%. "
-        + (f"Seed noise (the pooled within-configuration std): {facts.seed_noise:.2f}."
-           if facts.seed_noise is not None else "No seed noise was measured (no configuration had 2 seeds).")
+        "Means ± std over seeds (n seeds); the interval is Student-t, 95%, paired by seed. "
+        + (f"Seed noise (the pooled within-configuration std): {facts.seed_noise:.2f}, df = {facts.seed_noise_df}"
+           + (f"; the smallest difference the judging seeds could detect (80% power): {facts.detectable:.2f}"
+              if facts.detectable is not None else "") + "." if facts.seed_noise is not None
+           else "No seed noise was measured (no configuration had 2 valid seeds).")
         + (" This search ran on the CPU budget: a demonstration of the mechanism on a small slice of data, not a "
            "decision." if facts.budget == "cpu" else ""),
         "",
+        f"**Verdict.** {facts.verdict or 'No verdict was recorded.'}",
+        "",
     ]
-    if any(facts.test_rows.values()):
-        headers, cells = sts_table_rows(facts.test_rows)
-        missing = [label for label, figures in facts.test_rows.items() if not figures]
-        lines += ["## The seven STS test tasks", "", markdown_table(headers, cells), "",
-                  "Spearman correlation x100 of cosine similarities on SentEval's test sets; mean ± std over seeds."
-                  + (f" Not in this search's records (shown as -): {', '.join(missing)}." if missing else ""), ""]
-        if facts.paper and facts.paper.get("figures"):
-            headers, cells = sts_table_rows({facts.paper.get("label") or "paper": facts.paper["figures"]})
-            lines += [f"For orientation only, the paper's reported row ({facts.paper.get('label')}): another "
-                      "starting model and other training data, so not comparable with the rows above.", "",
-                      markdown_table(headers, cells), ""]
+    headers, rows, notes = facts.test_table
+    if rows:
+        lines += ["## The seven STS test tasks", "", markdown_table(headers, rows), "",
+                  "Spearman correlation x100 of cosine similarities on SentEval's test sets; mean ± std over the "
+                  "judging seeds. The model-index above holds the winner's row.", "",
+                  *(line for note in notes for line in (note, "")),]
     lines += ["## Training", "", markdown_table(["setting", "value"], [
-        ["base model", f"`{facts.base_model}`" + (f" ({base})" if base != facts.base_model else "")],
+        ["base model", f"`{facts.base_model}`"],
         ["loss", s.get("loss", facts.family) + (f" + {s['reg']}" if s.get("reg") else "")],
         *[[name, fmt(value)] for name, value in facts.params.items()],
         ["training data", corpus],
-        ["steps", f"{steps} (the checkpoint is the one at step {trial.get('best_step', '?')}, the best by the "
-                  "objective)"],
+        ["steps", f"{steps}; this checkpoint is the one at step {trial.get('best_step', '?')}, the best on dev"],
         *[[name, s[name]] for name in ("batch_size", "lr", "max_len", "epochs", "pooler") if s.get(name)],
         ["pooling of this folder", provenance.pooler or "-"],
-        ["seed of this checkpoint", str(trial.get("seed", s.get("seed", "?")))],
-    ]), "", f"This checkpoint's own objective: {score(trial.get('best_objective'))} "
-        f"(one of the seeds averaged above; trial `{trial.get('trial_id', '?')}`).", ""]
+        ["seed of this checkpoint", str(trial.get("seed", "?"))],
+    ]), "", f"This checkpoint is {facts.checkpoint_rule or 'the registered one'}; its own {facts.objective}: "
+        f"{score(trial.get('best_objective'))} (trial `{trial.get('trial_id', '?')}`).", ""]
     lines += ["## Where it came from", "", markdown_table(["", ""], [
-        ["search", f"{facts.searched} configurations searched, {facts.confirmed} retrained over seeds "
-                   f"({facts.budget} budget)"],
+        ["search", f"{facts.searched} configurations searched ({facts.budget} budget)"],
         ["MLflow", f"parent run `{provenance.parent_run_id}` in experiment `{facts.experiment}` "
                    f"({provenance.tracking_uri})"],
         ["registered model", f"`{facts.registered_model.get('name', '-')}` version "
@@ -330,7 +344,7 @@ def export_winner(tracking_uri: str, experiment: str, out_dir: Path, model_id: s
                               "folder (no modules.json)")
         pooler_file = folder / "raycse_pooler.json"
         pooler = json.loads(pooler_file.read_text()).get("pooler") if pooler_file.is_file() else None
-        facts = card_facts(summary, run.data.tags.get(BEST_TRIAL_TAG))
+        facts = card_facts(summary)
         card = model_card(facts, Provenance(tracking_uri, parent_run_id, settings, pooler), model_id or str(out_dir))
         (folder / CARD_FILE).write_text(card.content, encoding="utf-8")
         replace_directory(folder, out_dir)

@@ -33,35 +33,67 @@ def _key(params: dict) -> str:
     return json.dumps({"family": "focal", **params}, sort_keys=True)
 
 
+def _interval(mean: float, std: float | None, n: int, half: float | None = None) -> dict:
+    return {"mean": mean, "std": std, "n": n, "df": n - 1 if half else None,
+            "low": mean - half if half else None, "high": mean + half if half else None}
+
+
 def _summary(dev: float) -> dict:
-    """A finished search's summary: 5 search trials, the winner and the published point over 2 seeds."""
+    """A finished search's summary (raycse/driver/summary.py): 5 search trials, the winner chosen among the top 2 on
+    one choosing seed (43), then it and the published point judged on seeds 44-45."""
+    model = "sentence-transformers/all-MiniLM-L6-v2"
     trials = [{"trial_id": f"s{i}", "stage": "search", "family": "focal", "params": WINNER if i == 1 else PUBLISHED,
                "seed": 42, "config_key": _key(WINNER if i == 1 else PUBLISHED), "best_objective": 86.0 + i / 10,
                "best_step": 16, "steps": 16, "status": "finished"} for i in range(5)]
-    trials.append({"trial_id": "c1", "stage": "confirm", "family": "focal", "params": WINNER, "seed": 43,
+    trials.append({"trial_id": "j1", "stage": "judge", "family": "focal", "params": WINNER, "seed": 44,
                    "config_key": _key(WINNER), "best_objective": dev, "best_step": 8, "steps": 16,
                    "status": "finished"})
+    winner_test = {task: _interval(value, 0.3, 2, 2.7) for task, value in TEST.items()}
+    untouched = {task: {"mean": value - 1.0, "std": None, "n": 1} for task, value in TEST.items()}
+    versus = _interval(0.14, 0.028, 2, 0.25)
+    verdict = ("Method: chosen on dev among the top 2 on a fresh seed, judged on fresh seeds. The winner is not "
+               "distinguishable from the published point on dev.")
     return {
         "experiment": EXPERIMENT, "space_file": "focal.yaml", "objective": "stsb_dev",
-        "objective_description": "STS-B dev Spearman x100", "budget": "cpu", "model": "minilm",
+        "objective_description": "STS-B dev Spearman x100", "budget": "cpu", "model": model, "corpus": "wiki-sample",
         "study_name": EXPERIMENT, "optuna_storage": "sqlite:////somewhere/optuna.db",
-        "baseline": {"objective": 86.72, "eval_pooler": "avg", "by_pooler": {}},
-        "published": {"family": "focal", "params": PUBLISHED, "config_key": _key(PUBLISHED)},
-        "searched_params": {"focal": ["tau", "m"]}, "trials": trials,
-        "confirmation": [
-            {"config_key": _key(WINNER), "family": "focal", "params": WINNER, "is_published": False,
-             "search_rank": 1, "seeds": [42, 43], "values": [87.3, 87.16], "mean": 87.23, "std": 0.099, "n": 2,
-             "diff_to_published": {"mean": 0.14, "std": 0.028, "low": -0.12, "high": 0.39, "n": 2}},
-            {"config_key": _key(PUBLISHED), "family": "focal", "params": PUBLISHED, "is_published": True,
-             "search_rank": 2, "seeds": [42, 43], "values": [87.13, 87.05], "mean": 87.09, "std": 0.057, "n": 2,
-             "diff_to_published": None}],
-        "winner": {"config_key": _key(WINNER), "family": "focal", "params": WINNER, "mean": 87.23, "std": 0.099,
-                   "n": 2, "is_published": False, "distinguishable_from_published": False, "beats_baseline": True,
-                   "sentence": "The best configuration is not distinguishable from the published point over 2 seeds."},
-        "winner_test": {task: {"mean": value, "std": 0.3, "n": 2} for task, value in TEST.items()},
-        "paper": {"family": "focal", "label": "focal (paper, BERT-base, reported)",
-                  "figures": {"STS12": {"mean": 68.5, "std": 0.08}, "avg": {"mean": 77.33, "std": 0.08}}},
-        "seed_noise_std": 0.08, "best_checkpoint": "/elsewhere/ray_results/c1/checkpoint_000001/best",
+        "baseline": {"objective": 86.72, "eval_pooler": "avg", "by_pooler": {},
+                     "test": {task: f["mean"] for task, f in untouched.items()}},
+        "published": {"config_key": _key(PUBLISHED), "family": "focal", "params": PUBLISHED},
+        "searched_params": {"focal": ["tau", "m"]}, "trials": trials, "verdict": verdict,
+        "winner": {"config_key": _key(WINNER), "family": "focal", "params": WINNER, "judged": True,
+                   "is_published": False, "mean": 87.23, "std": 0.099, "n": 2, "versus_published": versus,
+                   "beats_published": False, "below_published": False, "beats_baseline": False,
+                   "baseline_judged": True, "sentence": verdict},
+        "decision": {
+            "method": {"budget": "cpu", "top_k": 2, "choose_seeds": 1, "judge_seeds": 2,
+                       "seeds": {"search": 42, "choose": [43], "judge": [44, 45]}},
+            "configs": [
+                {"config_key": _key(WINNER), "family": "focal", "params": WINNER, "search_rank": 1,
+                 "is_published": False, "is_winner": True,
+                 "judge": {"seeds": [44, 45], "values": [87.3, 87.16], "planned": 2, "n": 2,
+                           "count_text": "n = 2 of 2", "short": False, "dev": _interval(87.23, 0.099, 2, 0.89),
+                           "test": winner_test}},
+                {"config_key": _key(PUBLISHED), "family": "focal", "params": PUBLISHED, "search_rank": 2,
+                 "is_published": True, "is_winner": False,
+                 "judge": {"seeds": [44, 45], "values": [87.13, 87.05], "planned": 2, "n": 2,
+                           "count_text": "n = 2 of 2", "short": False, "dev": _interval(87.09, 0.057, 2, 0.51),
+                           "test": {}}}],
+            "versus_published": versus, "seed_noise": 0.08, "seed_noise_df": 3, "detectable": 1.13,
+            "detectable_n": 2, "verdict": [verdict]},
+        "test_table": {
+            "rows": [{"label": "untouched model", "model": model, "corpus": "-", "steps": 0, "n": 1,
+                      "figures": untouched},
+                     {"label": "winner", "config_key": _key(WINNER), "model": model, "corpus": "wiki-sample",
+                      "steps": 16, "n": 2, "figures": winner_test}],
+            "seeds": "judging seeds 44-45", "winner_minus_published": {}},
+        "paper": {"family": "focal", "model": "bert-base-uncased", "corpus": "wiki1m",
+                  "figures": {"STS12": {"mean": 68.5, "std": 0.08}, "avg": {"mean": 77.33, "std": 0.08}},
+                  "comparable": False, "caption": "Reported by the paper for focal: bert-base-uncased trained on "
+                                                  "wiki1m. Not comparable with the rows above."},
+        "seed_noise_std": 0.08, "best_checkpoint": "/elsewhere/ray_results/j1/checkpoint_000001/best",
+        "registered": {"trial_id": "j1", "seed": 44, "rule": "the winner's run on its first judging seed that "
+                                                             "finished"},
         "registered_model": {"name": EXPERIMENT, "version": "1"},
     }
 
@@ -73,7 +105,7 @@ def _record(uri: str, artifacts: Path, experiment: str, checkpoint: Path, summar
 
     MlflowClient(tracking_uri=uri).create_experiment(experiment, artifact_location=str(artifacts / experiment))
     tracker = Tracker(uri, experiment)
-    parent = tracker.start_run("search", tags={SEARCH_TAG: experiment, BEST_TRIAL_TAG: "c1"})
+    parent = tracker.start_run("search", tags={SEARCH_TAG: experiment, BEST_TRIAL_TAG: "j1"})
     tracker.log_params(parent, {"best.tau": 0.055, "best.m": 0.54, "best.model": "minilm", "best.loss": "focal",
                                 "best.reg": "", "best.corpus": "wiki-sample", "best.max_sentences": 1024,
                                 "best.max_steps": 16, "best.batch_size": 16, "best.lr": 9.2e-05, "best.max_len": 32,
@@ -96,7 +128,7 @@ def store(tmp_path_factory, tiny_bert_dir):
     dev = run_eval(str(checkpoint), POOLER)["stsb_dev"]  # what the trial's evaluation recorded
     uri = f"sqlite:///{tmp}/mlflow.db"
     parent = _record(uri, tmp / "artifacts", EXPERIMENT, checkpoint, _summary(dev))
-    no_winner = {**_summary(dev), "experiment": "nothing-confirmed", "winner": None, "confirmation": []}
+    no_winner = {**_summary(dev), "experiment": "nothing-confirmed", "winner": None, "decision": None}
     _record(uri, tmp / "artifacts", "nothing-confirmed", checkpoint, no_winner)
     return {"tmp": tmp, "uri": uri, "parent": parent, "dev": dev}
 
@@ -126,7 +158,7 @@ def _printed_winner_row(summary: dict) -> dict[str, float]:
     """The winner's test figures as `raycse search` prints them (the row of the seven tasks)."""
     text = format_search_summary(summary)
     header = next(line for line in text.splitlines() if "STS12" in line and "SICK-R" in line).split()
-    row = next(line for line in text.splitlines() if line.strip().startswith("raycse winner"))
+    row = next(line for line in text.splitlines() if line.strip().startswith("winner ("))
     means = [float(cell) for cell in re.findall(r"(\d+\.\d\d) ±", row)]
     return dict(zip(header, means))
 
@@ -157,16 +189,20 @@ def test_the_card_states_the_answer_and_where_it_came_from(store, exported):
     for words in (
         "trained with the **focal** loss (tau=0.055, m=0.54)",
         "the first 11,914 sentences of SimCSE's wiki1m), of which the first 1024 rows, for 16 steps",
-        "over 5 configurations",
-        "| the untouched model (baseline) | 86.72 |",
+        "chose the configuration among 5",
+        "the top 2 were trained on 1 fresh seeds (43) and the best mean won",
+        "trained on 2 further fresh seeds (44-45), which alone give the figures below",
+        "| the untouched model (baseline, one evaluation) | 86.72 |",
         "| the published point (focal tau=0.07, m=0.3) | 87.09 ± 0.06 (n = 2) |",
-        "| **this configuration** (focal tau=0.055, m=0.54) | 87.23 ± 0.10 (n = 2) |",
-        "+0.14, 95% interval [-0.12, +0.39] (paired over n = 2 seeds, df = 1)",
+        "| **this configuration** (focal tau=0.055, m=0.54) over its judging seeds | 87.23 ± 0.1 (n = 2) |",
+        "| +0.14, 95% interval [-0.11, +0.39], n = 2, df = 1 |",
+        "Seed noise (the pooled within-configuration std): 0.08, df = 3",
         "not distinguishable from the published point",
-        "| this configuration (focal), 2 seeds | 61.23 ± 0.30 |",
-        "Not in this search's records (shown as -): the untouched model.",
-        "not comparable",
-        "| seed of this checkpoint | 43 |",
+        "| untouched model (sentence-transformers/all-MiniLM-L6-v2, one evaluation) | 60.23 |",
+        "| winner (sentence-transformers/all-MiniLM-L6-v2, wiki-sample, 16 steps, n = 2) | 61.23 ± 0.3 |",
+        "bert-base-uncased trained on wiki1m. Not comparable",
+        "| seed of this checkpoint | 44 |",
+        "the winner's run on its first judging seed that finished",
         f"parent run `{store['parent']}`",
         "Optuna study | `raycse-focal` in sqlite:////somewhere/optuna.db",
         "a demonstration of the mechanism",
