@@ -14,6 +14,7 @@ then uploads it with huggingface_hub; without a network that is one error line, 
 """
 from __future__ import annotations
 
+import json
 import shlex
 import shutil
 import tempfile
@@ -309,7 +310,6 @@ class ExportResult:
     folder: Path
     parent_run_id: str
     card: Any  # huggingface_hub.ModelCard
-    url: str | None = None  # the Hub repository, when pushed
 
 
 def check_target(out_dir: Path) -> None:
@@ -320,15 +320,13 @@ def check_target(out_dir: Path) -> None:
 def export_winner(tracking_uri: str, experiment: str, out_dir: Path, model_id: str | None = None) -> ExportResult:
     """Write the experiment's latest winner to `out_dir` (new or empty): the checkpoint and its README.md, whose
     usage example loads `model_id` (the Hub repository it will be pushed to; default: the folder)."""
-    import json
-
     out_dir = Path(out_dir).expanduser()
     check_target(out_dir)
     tracker = Tracker.existing(tracking_uri, experiment)
     parent_run_id, summary = latest_summary(tracker)
     if not summary.get("winner"):
-        raise ConfigError(f"the latest search of {experiment!r} (parent run {parent_run_id}) confirmed no "
-                          "configuration: there is no winner to export")
+        raise ConfigError(f"the latest search of {experiment!r} (parent run {parent_run_id}) has no winner (no "
+                          "configuration finished): there is nothing to export")
     run = tracker.run(parent_run_id)
     settings = {k.removeprefix("best."): v for k, v in run.data.params.items() if k.startswith("best.")}
     out_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -383,6 +381,10 @@ def export_command(experiment: str, tracking_uri: str) -> str:
     """The command that exports a search's winner, as `raycse search` prints it at its end (with --tracking-uri
     only where the search's store is not the one `raycse export` finds by default here)."""
     words = ["raycse", "export", experiment, f"{experiment}-model"]
-    if tracking_uri != resolve_tracking_uri(None):
+    try:
+        default = resolve_tracking_uri(None)
+    except ConfigError:  # a malformed $MLFLOW_TRACKING_URI: the flag then says where the search wrote
+        default = None
+    if tracking_uri != default:
         words += ["--tracking-uri", tracking_uri]
     return " ".join(shlex.quote(word) for word in words)

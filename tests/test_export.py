@@ -222,7 +222,7 @@ def test_bad_input_is_one_line_and_writes_nothing(store, tmp_path, capsys):
     assert main(["export", "raycse-nope", str(tmp_path / "a"), "--tracking-uri", uri]) == 2
     assert "no MLflow experiment 'raycse-nope'" in _one_error_line(capsys)
     assert main(["export", "nothing-confirmed", str(tmp_path / "b"), "--tracking-uri", uri]) == 2
-    assert "confirmed no configuration" in _one_error_line(capsys)
+    assert "has no winner" in _one_error_line(capsys)
     full = tmp_path / "full"
     full.mkdir()
     (full / "mine.txt").write_text("keep")
