@@ -1,4 +1,5 @@
-"""The statistics behind a search's answer: means over seeds, and paired intervals against the published point.
+"""The statistics behind a search's answer: means over seeds with their Student-t intervals, the pooled seed noise,
+and the rules for printing them (raycse/driver/decision.py uses them).
 
 In this field one seed moves an STS figure by up to about 2 points, so a configuration is judged by its mean
 over seeds, and two configurations by the mean of their paired differences (the same seeds on both sides, so
@@ -26,22 +27,6 @@ class Summary:
     n: int
 
 
-@dataclass(frozen=True)
-class PairedInterval:
-    """The mean of paired differences a_i - b_i with its 95% Student-t interval (None for fewer than two pairs)."""
-
-    mean: float
-    std: float | None
-    low: float | None
-    high: float | None
-    n: int
-
-    @property
-    def covers_zero(self) -> bool:
-        """True when the difference is not established: no interval, or one that contains 0."""
-        return self.low is None or self.low <= 0.0 <= self.high
-
-
 def summarise(values: Sequence[float]) -> Summary:
     values = [float(v) for v in values]
     if not values:
@@ -61,17 +46,6 @@ def t_ppf(probability: float, df: float) -> float:
 def t_quantile(n: int, confidence: float = CONFIDENCE) -> float:
     """The two-sided Student-t quantile for a mean over n values (n - 1 degrees of freedom)."""
     return t_ppf(0.5 + confidence / 2, n - 1)
-
-
-def paired_interval(a: Sequence[float], b: Sequence[float], confidence: float = CONFIDENCE) -> PairedInterval:
-    """mean(a - b) with its two-sided Student-t interval over the n pairs (n - 1 degrees of freedom)."""
-    if len(a) != len(b):
-        raise ValueError(f"paired_interval: {len(a)} values against {len(b)}")
-    diffs = summarise([x - y for x, y in zip(a, b)])
-    if diffs.std is None:
-        return PairedInterval(diffs.mean, None, None, None, diffs.n)
-    half = t_quantile(diffs.n, confidence) * diffs.std / math.sqrt(diffs.n)
-    return PairedInterval(diffs.mean, diffs.std, diffs.mean - half, diffs.mean + half, diffs.n)
 
 
 def pooled_std(groups: Sequence[Sequence[float]]) -> float | None:
@@ -106,7 +80,8 @@ class Interval:
 
 
 def mean_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> Interval:
-    """The mean of `values` with its two-sided Student-t interval (for paired differences: pass the differences)."""
+    """The mean of `values` with its two-sided Student-t interval (for paired differences a_i - b_i, pass the
+    differences: what a seed does to both sides cancels)."""
     summary = summarise(values)
     if summary.std is None:
         return Interval(summary.mean, None, summary.n, None, None, None)

@@ -75,7 +75,7 @@ def ray_session():
     ray.shutdown()
 
 
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(1800)
 def test_a_search_runs_every_stage_and_records_the_answer(tmp_path, tiny_bert_dir, ray_session, capsys,
                                                           monkeypatch):
     import optuna
