@@ -263,12 +263,12 @@ def _cmd_search(args) -> int:
           f"{outcome.model_version}")
     if outcome.summary.get("report"):
         print(f"Report: {outcome.summary['report']}")
-    if outcome.model_version is not None:
+    finish(outcome, options.tracking_uri)
+    print(format_timings(outcome.timings))
+    if outcome.model_version is not None:  # last: what to do next
         from raycse.export import export_command
 
         print(f"Export the winner with its model card: {export_command(outcome.experiment, options.tracking_uri)}")
-    finish(outcome, options.tracking_uri)
-    print(format_timings(outcome.timings))
     return 0 if outcome.winner is not None else 1
 
 
