@@ -137,3 +137,26 @@ def test_the_checks_above_can_fail():
     assert "raycse.losses.infonce" in GRAPH["raycse.losses.dclr"]  # `from .infonce import ...`
     assert "raycse.model" in GRAPH["raycse.driver.scoring"]  # imported inside a function
     assert layer_of("raycse.trainer") > layer_of("raycse.model")
+
+
+SCRIPTS = sorted((PACKAGE.parent / "benchmarks").glob("*.py")) + sorted(PACKAGE.rglob("*.py"))
+
+
+def imported_names(path: Path) -> list[tuple[str, str]]:
+    """(module, name) for every absolute `from raycse... import name` in `path`, lazy ones included."""
+    return [(node.module, alias.name) for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").startswith("raycse")
+            for alias in node.names]
+
+
+@pytest.mark.parametrize("path", SCRIPTS, ids=lambda p: str(p.relative_to(PACKAGE.parent)))
+def test_every_name_imported_from_raycse_exists(path):
+    """A lazy import inside a benchmark runs only when that benchmark does: a moved name must fail here first."""
+    import importlib
+
+    missing = []
+    for module, name in imported_names(path):
+        owner = importlib.import_module(module)
+        if not hasattr(owner, name) and f"{module}.{name}" not in MODULES:
+            missing.append(f"{module}.{name}")
+    assert not missing, f"{path.name} imports names that do not exist: {missing}"

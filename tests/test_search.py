@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 import signal
 import subprocess
@@ -352,7 +351,8 @@ def test_two_searches_at_once_share_one_mlflow_store(tmp_path, tiny_bert_dir):
         assert parent.info.status == "FINISHED" and len(children) == 2
         assert all(r.info.status == "FINISHED" for r in children)
         assert all(len(client.get_metric_history(r.info.run_id, "objective")) == 2 for r in children)
-        assert math.isfinite(parent.data.metrics["best_objective"])
+        # --no-confirm: a winner is named, but no figure judged it, so none is logged as if one had
+        assert parent.data.tags["raycse.winner"] and "best_objective" not in parent.data.metrics
 
 
 @pytest.mark.timeout(900)
