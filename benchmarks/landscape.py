@@ -171,9 +171,9 @@ _SHARED: dict = {}  # per worker process: the training data's token ids, made on
 
 
 def _shared_tokens(config):
-    from raycse.model import load_tokenizer, resolve_model_path
+    from raycse.data import load_examples
+    from raycse.model_loading import load_tokenizer, resolve_model_path
     from raycse.tokens import data_fingerprint, share_tokens
-    from raycse.trainer import load_examples
 
     fingerprint = data_fingerprint(config)
     if fingerprint not in _SHARED:
@@ -222,8 +222,7 @@ def untouched_objective(train: dict) -> dict:
     """The objective of the model before any step (every curve's step 0), with the evaluation pooler."""
     from raycse.config import TrainConfig
     from raycse.evaluation import build_objective
-    from raycse.model import Encoder
-    from raycse.trainer import encode_fn, pick_device
+    from raycse.model import Encoder, encode_fn, pick_device
 
     cfg = TrainConfig(**train)
     _, eval_pooler = cfg.poolers()
