@@ -85,6 +85,16 @@ def test_the_prior_draws_its_start_up_trials_around_the_published_point_then_han
     assert units.std() > 0.08
 
 
+def test_the_prior_of_a_conditional_space_centres_every_family_on_its_published_point():
+    from raycse.driver.strategy import sampler
+
+    tau = {"tau": {"type": "loguniform", "low": 0.02, "high": 0.2}}
+    space = parse_space({"families": {"focal": {"loss": "focal", "space": tau, "published": {"tau": 0.07}},
+                                      "simcse": {"loss": "simcse", "space": tau, "published": {"tau": 0.05}}},
+                         "search": {"sampler": {"name": "prior"}}}, "conditional.yaml")
+    assert sampler(space).published == {"focal/tau": 0.07, "simcse/tau": 0.05}  # Optuna's parameter names
+
+
 # ------------------------------------------------------------------------------------------- concurrency
 def test_mean_running_from_start_and_end_times():
     spans = [(100, 110), (100, 110), (105, 115), (110, 120)]  # wall-clock times; 0 means "not recorded"

@@ -49,7 +49,10 @@ def sampler(plan: SearchSpace, name: str | None = None):
     if name == "prior":
         from raycse.driver.prior_sampler import PriorGuidedSampler
 
-        return PriorGuidedSampler(tpe, plan.published_sampled() or {}, float(settings["prior_width"]),
+        # Optuna's parameter names: `param`, or `family/param` in a conditional space (every family's published point)
+        centres = {name: value for point in plan.points_to_evaluate() for name, value in point.items()
+                   if name != "loss"}
+        return PriorGuidedSampler(tpe, centres, float(settings["prior_width"]),
                                   startup_trials(settings, plan.num_samples), seed=seed)
     raise ValueError(f"unknown sampler {name!r}")
 
