@@ -12,22 +12,6 @@ from raycse.records import OBJECTIVE, REPORTED_AT, STEP, TRIAL_STARTED_AT
 from raycse.space import parse_space
 
 
-def short_trial(config: dict) -> None:
-    """Four evaluations 0.4 s apart; its start counted as raycse.driver.trial.run_trial counts it (a new worker
-    process from its creation, a reused one from now)."""
-    from ray import tune
-
-    from raycse.driver import trial as raycse_trial
-
-    now = time.time()
-    started = now - raycse_trial.worker_start_seconds(now) if raycse_trial._previous_trial_end is None else now
-    for k in range(1, 5):
-        time.sleep(0.4)
-        value = 80 - 100 * (config["tau"] - 0.08) ** 2 + k * 0.1
-        tune.report({STEP: 8 * k, OBJECTIVE: value, TRIAL_STARTED_AT: started, REPORTED_AT: time.time()})
-    raycse_trial._previous_trial_end = time.time()
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_four_slots_keep_at_least_three_trials_running_while_trials_remain_to_start(tmp_path):
@@ -37,6 +21,22 @@ def test_four_slots_keep_at_least_three_trials_running_while_trials_remain_to_st
     from raycse.driver import plan as planning
     from raycse.driver import strategy
     from raycse.driver.searcher import TaggedOptunaSearch
+
+    # defined here, so that Ray pickles the function itself (the test module is not importable in a worker)
+    def short_trial(config: dict) -> None:
+        """Four evaluations 0.4 s apart; its start counted as raycse.driver.trial.run_trial counts it (a new worker
+        process from its creation, a reused one from now)."""
+        from ray import tune
+
+        from raycse.driver import trial as raycse_trial
+
+        now = time.time()
+        started = now - raycse_trial.worker_start_seconds(now) if raycse_trial._previous_trial_end is None else now
+        for k in range(1, 5):
+            time.sleep(0.4)
+            value = 80 - 100 * (config["tau"] - 0.08) ** 2 + k * 0.1
+            tune.report({STEP: 8 * k, OBJECTIVE: value, TRIAL_STARTED_AT: started, REPORTED_AT: time.time()})
+        raycse_trial._previous_trial_end = time.time()
 
     plan = parse_space({"loss": "focal", "space": {"tau": {"type": "loguniform", "low": 0.02, "high": 0.2},
                                                    "m": {"type": "uniform", "low": 0.0, "high": 0.6}},
