@@ -270,6 +270,7 @@ def summarize(runs: list[dict]) -> dict:
             "seed_std_dof": sum(dofs),
             "spread_over_seed_std": None if not seed_std else round(spread / seed_std, 2),
         }
+    summary["seed_effect"] = seed_effect(by_config)
     ok = [r for r in runs if r["status"] == "ok" and r["steps"]]
     if ok:
         step_s = [r["train_s"][-1] / r["steps"][-1] for r in ok]
@@ -280,6 +281,31 @@ def summarize(runs: list[dict]) -> dict:
                            "run_wall_s_median": round(float(np.median([r["wall_s"] for r in ok])), 3),
                            "run_wall_s_total": round(sum(r["wall_s"] for r in runs), 1)}
     return summary
+
+
+def seed_effect(by_config: dict[str, list[dict]]) -> dict | None:
+    """How much of the between-seed variation at the last step is the seed's own, shared by every configuration
+    (its data order, its head's initialisation), and how much is the configuration x seed interaction: over the
+    configurations with every seed, each seed's mean deviation from the configuration means, and the pooled std of
+    what is left (a two-way layout without replication). A search's trials share one seed, so only the
+    interaction can rank one configuration above another by luck."""
+    import numpy as np
+
+    seeds = sorted({r["seed"] for group in by_config.values() for r in group})
+    table = []
+    for group in by_config.values():
+        finals = {r["seed"]: r["objective"][-1] for r in group if r["status"] == "ok" and r["objective"]}
+        if all(seed in finals for seed in seeds):
+            table.append([finals[seed] for seed in seeds])
+    if len(seeds) < 2 or len(table) < 2:
+        return None
+    values = np.array(table)  # configurations x seeds
+    effects = values.mean(axis=0) - values.mean()
+    rest = values - values.mean(axis=1, keepdims=True) - effects
+    dof = (len(table) - 1) * (len(seeds) - 1)
+    return {"configurations": len(table),
+            "effect_by_seed": {str(seed): round(float(e), 4) for seed, e in zip(seeds, effects)},
+            "interaction_std": round(float(np.sqrt((rest ** 2).sum() / dof)), 4), "interaction_dof": dof}
 
 
 # ------------------------------------------------------------------------------------------------------ main
@@ -409,6 +435,10 @@ def record(args) -> int:
             print(f"{name}: best {s['best']['mean']:.2f} {s['best']['config']}, worst {s['worst']['mean']:.2f} "
                   f"{s['worst']['config']}; spread {s['spread']:.2f}, seed std {s['seed_std_pooled']} "
                   f"({s['seed_std_dof']} dof): spread / seed std = {s['spread_over_seed_std']}")
+    if summary.get("seed_effect"):
+        effect = summary["seed_effect"]
+        print(f"the seeds' own effect at the last step: {effect['effect_by_seed']} (over {effect['configurations']} "
+              f"configurations); configuration x seed interaction std {effect['interaction_std']}")
     print(f"wrote {out} ({out.stat().st_size / 1024:.0f} KB); {time.perf_counter() - started:.0f} s; "
           f"{left} runs left" + (" (--deadline: run the same command again to go on)" if left else ""))
     return 0

@@ -6,6 +6,8 @@ the same seeds as every other strategy, so that the comparison is of confirmed m
 
     python benchmarks/search_quality.py --setting cpu --output benchmarks/results/search-quality-cpu
     python benchmarks/search_quality.py --setting gpu --output OUT        # the full MiniLM setting (a GPU)
+    python benchmarks/search_quality.py --landscape benchmarks/landscapes/focal-minilm-cls-cpu.json
+        # no training: >= 100 searches per strategy replayed against a recorded landscape (search_replay.py)
 
 Writes OUT/search_quality.json and OUT/search_quality.png: for each strategy, the best search-stage objective
 found so far against the cumulative compute seconds of its trials (startup, training, evaluation, checkpoints),
@@ -45,6 +47,45 @@ SETTINGS = {
             "seeds": 3, "grid": {"tau": [0.03, 0.05, 0.07, 0.1], "m": [0.1, 0.2, 0.3, 0.5], "lr": [3e-5]}},
 }
 STRATEGIES = ("tpe+asha", "random", "grid")
+
+
+def _benchmark_module(name: str):
+    """A sibling module of benchmarks/ by path (the folder itself is kept off sys.path, see above)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"benchmark_{name}", Path(_HERE) / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def landscape_main(args) -> int:
+    """--landscape FILE: searches replayed against a recorded landscape's surrogate (benchmarks/search_replay.py):
+    every strategy with and without ASHA, at 4, 8, 16 and 32 trials, --reps times each."""
+    surrogate = _benchmark_module("surrogate").Surrogate.load(args.landscape)
+    replayed = _benchmark_module("search_replay")
+    report = replayed.run_benchmark(surrogate, reps=args.reps, slots=args.slots, processes=args.processes)
+    report["landscape"] = args.landscape
+    out = Path(args.output or f"benchmarks/results/search-quality-{Path(args.landscape).stem}")
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"{Path(args.landscape).name}: landscape's best {report['optimum']['true_objective']:.2f}, published "
+          f"point {report['published']['true_objective']:.2f}, untouched {report['untouched']}; {report['reps']} "
+          f"searches per cell, {report['slots']} trials at once, {report['wall_seconds']:.0f} s")
+    print("true objective of the configuration handed to confirmation: mean ± 95% band (regret; minus random "
+          "search, paired, ± band) [GPU-s, trials finished, mean running]")
+    for name, entry in report["results"].items():
+        cells = []
+        for budget in report["budgets"]:
+            c = entry["budgets"][str(budget)]
+            cells.append(f"{budget:>2}: {c['true_objective']:.3f} ± {c['band95']:.3f} ({c['regret']:.3f}; "
+                         f"{c['minus_random']:+.3f} ± {c['minus_random_band95']:.3f}) "
+                         f"[{c['gpu_seconds']:.0f}, {c['finished_trials']:.1f}, {c['mean_running']:.2f}]")
+        print(f"{name:>15}  " + "  ".join(cells))
+    (out / "search_quality.json").write_text(json.dumps(report, indent=2) + "\n")
+    replayed.plot(report, out / "search_quality.png")
+    print(f"wrote {out / 'search_quality.json'} and {out / 'search_quality.png'}")
+    return 0
 
 
 def run_strategy(strategy: str, setting: dict, out: Path, tracking_uri: str) -> dict:
@@ -123,8 +164,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--setting", choices=list(SETTINGS), default="cpu")
     parser.add_argument("--strategies", nargs="+", choices=STRATEGIES, default=list(STRATEGIES))
-    parser.add_argument("--output", required=True, help="a directory for the JSON, the PNG and the runs' state")
+    parser.add_argument("--output", default=None, help="a directory for the JSON, the PNG and the runs' state")
+    parser.add_argument("--landscape", default=None, help="replay searches against this recorded landscape's "
+                        "surrogate instead of training (benchmarks/landscapes/*.json)")
+    parser.add_argument("--reps", type=int, default=100, help="--landscape: searches per strategy and budget")
+    parser.add_argument("--slots", type=int, default=4, help="--landscape: trials at once")
+    parser.add_argument("--processes", type=int, default=2, help="--landscape: worker processes")
     args = parser.parse_args(argv)
+    if args.landscape:
+        return landscape_main(args)
+    if not args.output:
+        parser.error("--output is required without --landscape")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     out = Path(args.output).resolve()
     out.mkdir(parents=True, exist_ok=True)

@@ -14,12 +14,21 @@ The model, per recorded step s (every run of a landscape evaluates at the same s
 
   mean      a Gaussian process on the configurations' seed means, over the space's unit cube (log scale for
             loguniform parameters): constant mean, Matern 5/2 kernel with one length scale per parameter (ARD),
-            a signal variance, and noise = the known variance of a mean of k seeds (pooled seed variance / k) plus
-            a fitted nugget; the hyperparameters maximise the marginal likelihood (a few restarts of L-BFGS-B).
-  seed      a whole residual curve (one run's values minus its configuration's mean, all steps together, scaled by
-            sqrt(k / (k - 1)) to undo the shrinkage of subtracting a mean of k), drawn from the recorded runs by a
-            generator seeded with (seed, configuration): the same configuration and seed always give the same
-            curve, as a seeded training does, and a lucky early evaluation stays lucky later, as it does in a run.
+            a signal variance, and noise = the known variance of a mean of k seeds (the interaction's variance
+            near it / k) plus a fitted nugget; the hyperparameters maximise the marginal likelihood (a few
+            restarts of L-BFGS-B).
+  seed      two parts, as in a two-way layout of configurations x seeds. The seed's own effect, shared by every
+            configuration trained with that seed (its data order, its MLP head's initialisation: in the CPU
+            landscape seed 43 scores above seed 42 in most configurations): each recorded seed's mean deviation from
+            the configuration means, drawn for any seed from the recorded seeds' curves (`seed_offset`). And the
+            interaction: a whole residual curve (one run minus its configuration's mean and its seed's effect, all
+            steps together, scaled to undo the shrinkage of the subtracted means), drawn from the runs recorded near
+            the configuration (a Gaussian kernel spread over about NOISE_NEIGHBOURS recorded configurations: the
+            seeds agree to 0.03 in some corners and differ by 0.6 in others) by a generator seeded with (seed,
+            configuration). The same configuration and seed always give the same curve, as a seeded training does;
+            a lucky early evaluation stays lucky later, as in a run; and trials that share a seed, as a search's
+            trials and a confirmation's finalists do, share its effect, which then ranks no configuration above
+            another.
   fidelity  the recorded steps themselves: a trial that a scheduler stops after its r-th evaluation has seen
             the first r points. A landscape records trainings of one length (the linear decay of the learning
             rate ends at the last step), so a replayed search must train that length.
@@ -180,7 +189,8 @@ class GP:
 class Surrogate:
     """A landscape file's curves for any configuration of its space (see the module's docstring)."""
 
-    def __init__(self, landscape: dict, restarts: int = 3, noise_neighbours: float | None = NOISE_NEIGHBOURS):
+    def __init__(self, landscape: dict, restarts: int = 3, noise_neighbours: float | None = NOISE_NEIGHBOURS,
+                 seed_effects: bool = True):
         if landscape.get("format") != FORMAT:
             raise ValueError(f"not a {FORMAT} file")
         setting = landscape["setting"]
@@ -202,22 +212,47 @@ class Surrogate:
         self.configs = [dict(zip(self.names, key)) for key in groups]
         self.x = np.array([self.unit(c) for c in self.configs])
         values = [np.array([r["objective"] for r in group], dtype=float) for group in groups.values()]
+        seeds = [[r["seed"] for r in group] for group in groups.values()]
         self.seeds_per_config = np.array([len(v) for v in values])
-        self.means = np.array([v.mean(axis=0) for v in values])  # configurations x steps
+        if not any(len(v) >= 2 for v in values):
+            raise ValueError("the landscape has no configuration with two seeds: seed noise is unknown")
+        # The seed's own effect, shared by every configuration trained with it (its data order, its head's
+        # initialisation): each recorded seed's mean deviation from the configuration means, over the
+        # configurations with two or more seeds (a two-way layout's main effect), centred over the seeds.
+        recorded = sorted({seed for group in seeds for seed in group})
+        effects = {seed: np.zeros(len(self.steps)) for seed in recorded}
+        if seed_effects and len(recorded) >= 2:
+            for seed in recorded:
+                deviations = [v[group.index(seed)] - v.mean(axis=0) for v, group in zip(values, seeds)
+                              if len(v) >= 2 and seed in group]
+                effects[seed] = np.mean(deviations, axis=0) if deviations else np.zeros(len(self.steps))
+            centre = np.mean(list(effects.values()), axis=0)
+            effects = {seed: e - centre for seed, e in effects.items()}
+        self.seed_effects_recorded = effects
+        # drawn for any seed: a recorded seed's effect curve, scaled to undo the centring over the seeds
+        self.seed_offsets = np.stack(list(effects.values())) * (math.sqrt(len(recorded) / (len(recorded) - 1))
+                                                                  if len(recorded) >= 2 else 0.0)
+        values = [v - np.stack([effects[seed] for seed in group]) for v, group in zip(values, seeds)]
+        self.means = np.array([v.mean(axis=0) for v in values])  # configurations x steps, seed effects removed
         rows, owners = [], []
+        replicated = int(sum(len(v) >= 2 for v in values))
+        # the interaction's residual curves: one run minus its configuration's mean and its seed's effect, scaled
+        # by sqrt(k / (k - 1)) for the configuration's mean and by sqrt(C / (C - 1)) for the seed effects estimated
+        # from the same C configurations, so that a pool's mean square is its variance
+        shared = math.sqrt(replicated / (replicated - 1)) if seed_effects and len(recorded) >= 2 and replicated > 1 \
+            else 1.0
         for index, v in enumerate(values):
             if len(v) >= 2:
-                rows.append((v - v.mean(axis=0)) * math.sqrt(len(v) / (len(v) - 1)))
+                rows.append((v - v.mean(axis=0)) * math.sqrt(len(v) / (len(v) - 1)) * shared)
                 owners += [index] * len(v)
-        if not rows:
-            raise ValueError("the landscape has no configuration with two seeds: seed noise is unknown")
         self.residuals = np.concatenate(rows)  # runs x steps; the mean square of a pool is its pooled variance
         self._owner_x = self.x[np.array(owners)]  # where each residual curve was recorded
         self.noise_neighbours = noise_neighbours
         self._bandwidth = None if noise_neighbours is None else self._bandwidth_for(noise_neighbours)
         # the seed variance of each configuration's runs (pooled over its neighbourhood, or over all), per step
         self.seed_var_at = np.array([self._residual_weights(u) @ self.residuals ** 2 for u in self.x])
-        self.seed_var = (self.residuals ** 2).mean(axis=0)  # pooled over the whole landscape
+        self.seed_var = (self.residuals ** 2).mean(axis=0)  # the interaction, pooled over the whole landscape
+        self.seed_effect_var = (self.seed_offsets ** 2).mean(axis=0)  # the seeds' shared effect
         with _one_blas_thread():
             self.gps = [GP.fit(self.x, self.means[:, s], self.seed_var_at[:, s] / self.seeds_per_config,
                                restarts=restarts, seed=s) for s in range(len(self.steps))]
@@ -236,8 +271,10 @@ class Surrogate:
         self._optimum: tuple[dict, float] | None = None
 
     @classmethod
-    def load(cls, path: str | Path, restarts: int = 3, noise_neighbours: float | None = NOISE_NEIGHBOURS) -> Surrogate:
-        return cls(json.loads(Path(path).read_text()), restarts=restarts, noise_neighbours=noise_neighbours)
+    def load(cls, path: str | Path, restarts: int = 3, noise_neighbours: float | None = NOISE_NEIGHBOURS,
+             seed_effects: bool = True) -> Surrogate:
+        return cls(json.loads(Path(path).read_text()), restarts=restarts, noise_neighbours=noise_neighbours,
+                   seed_effects=seed_effects)
 
     # ------------------------------------------------------------------------------------------------ queries
     def unit(self, config: dict) -> np.ndarray:
@@ -284,13 +321,23 @@ class Surrogate:
         w = np.exp(-0.5 * ((self._owner_x - u) ** 2).sum(-1) / self._bandwidth ** 2)
         return w / w.sum()
 
-    def noise(self, config: dict, seed: int) -> np.ndarray:
-        """The seed's residual curve for this configuration: one recorded run's, drawn reproducibly from those
-        recorded near it (see `noise_neighbours`)."""
+    def seed_offset(self, seed: int) -> np.ndarray:
+        """The seed's own effect, the same for every configuration: one recorded seed's effect curve."""
+        rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, 0x5EED])
+        return self.seed_offsets[rng.integers(len(self.seed_offsets))]
+
+    def interaction(self, config: dict, seed: int) -> np.ndarray:
+        """The configuration-and-seed part of the noise: one residual curve of the runs recorded near the
+        configuration (see `noise_neighbours`), drawn reproducibly for (config, seed)."""
         packed = struct.pack(f"<{len(self.names)}d", *(float(config[n]) for n in self.names))
         rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, zlib.crc32(packed)])
         weights = self._residual_weights(self.unit(config))
         return self.residuals[min(int(np.searchsorted(np.cumsum(weights), rng.random())), len(weights) - 1)]
+
+    def noise(self, config: dict, seed: int) -> np.ndarray:
+        """What training `config` with `seed` adds to the mean curve: the seed's shared effect plus the
+        configuration-and-seed interaction."""
+        return self.seed_offset(seed) + self.interaction(config, seed)
 
     def curve(self, config: dict, seed: int) -> list[tuple[int, float]]:
         """What a training of `config` with `seed` reports: (step, objective) at each recorded step."""
@@ -306,7 +353,13 @@ class Surrogate:
             return float(mean[-1])
         if kind != "best":
             raise ValueError(f"kind: 'best' or 'final', got {kind!r}")
-        return float(self._residual_weights(self.unit(config)) @ (mean[None, :] + self.residuals).max(axis=1))
+        return float(self._expected_best(mean[None, :], self._residual_weights(self.unit(config))[None])[0])
+
+    def _expected_best(self, means: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        """E[max over the curve] for mean curves (points x steps), with the residual curves' probabilities
+        (points x residuals), over every seed offset alike."""
+        curves = means[:, None, None, :] + self.seed_offsets[None, :, None, :] + self.residuals[None, None, :, :]
+        return (weights[:, None, :] * curves.max(-1)).sum(-1).mean(-1)
 
     def seconds(self, steps: int) -> float:
         """A trial's seconds on the recording's device (at its concurrency) when it stops after `steps` steps:
@@ -330,8 +383,9 @@ class Surrogate:
         units = np.vstack([units, self.x])
         means = self._mean_curves(units)
         if kind == "best":
-            weights = np.stack([self._residual_weights(u) for u in units])
-            scores = (weights * (means[:, None, :] + self.residuals[None]).max(-1)).sum(-1)
+            scores = np.concatenate([
+                self._expected_best(means[i:i + 512], np.stack([self._residual_weights(u) for u in units[i:i + 512]]))
+                for i in range(0, len(units), 512)])
         else:
             scores = means[:, -1]
         starts = units[np.argsort(scores)[-4:]]
@@ -348,10 +402,12 @@ class Surrogate:
         """Leave-one-configuration-out error of the mean model at each step, against the seed noise.
 
         rmse_loco: the GP's prediction of a configuration's mean from the other configurations, against its
-        recorded mean. That mean carries seed noise of its own (noise_of_mean: pooled seed std / sqrt(seeds)),
+        recorded mean. That mean carries seed noise of its own (noise_of_mean: the interaction's std near it /
+        sqrt(seeds)),
         so a perfect model would score about that; model_error = sqrt(rmse_loco^2 - noise_of_mean^2) is what the
-        model adds. For scale: seed_std, the spread of the configuration means (std_of_means), and the error of
-        predicting every configuration by the mean of the others (rmse_constant).
+        model adds. For scale: seed_std (the between-seed std, interaction_std and seed_effect_std its two parts),
+        the spread of the configuration means (std_of_means), and the error of predicting every configuration by
+        the mean of the others (rmse_constant).
         """
         per_step = []
         for s, gp in enumerate(self.gps):
@@ -364,7 +420,9 @@ class Surrogate:
             per_step.append({
                 "step": self.steps[s], "rmse_loco": round(rmse, 4), "noise_of_mean": round(noise_of_mean, 4),
                 "model_error": round(math.sqrt(max(0.0, rmse ** 2 - noise_of_mean ** 2)), 4),
-                "seed_std": round(math.sqrt(self.seed_var[s]), 4),
+                "seed_std": round(math.sqrt(self.seed_var[s] + self.seed_effect_var[s]), 4),
+                "interaction_std": round(math.sqrt(self.seed_var[s]), 4),
+                "seed_effect_std": round(math.sqrt(self.seed_effect_var[s]), 4),
                 "std_of_means": round(float(np.std(y, ddof=1)), 4),
                 "rmse_constant": round(float(np.sqrt(np.mean((others - y) ** 2))), 4),
                 "max_abs_loco": round(float(np.max(np.abs(held_out - y))), 4),

@@ -24,7 +24,10 @@ DISTRIBUTIONS = ("uniform", "loguniform", "int", "categorical")
 TRAIN_SEARCHABLE = searchable_settings()  # training settings a space may search (lr, batch_size, pooler, ...)
 TOP_KEYS = {"experiment", "description", "model", "corpus", "objective", "loss", "reg", "train", "space", "published",
             "families", "search", "resources", "cpu_budget", "paper"}
-SEARCH_KEYS = {"num_samples", "max_concurrent", "seed", "scheduler", "test_eval", "confirm"}
+SEARCH_KEYS = {"num_samples", "max_concurrent", "seed", "scheduler", "sampler", "test_eval", "confirm"}
+# search.sampler: which strategy proposes trials (raycse/driver/strategy.py) and its prior's settings
+SAMPLER_NAMES = ("prior", "tpe", "tpe-optuna", "random")
+SAMPLER_DEFAULTS = {"name": "tpe", "startup_trials": None, "prior_width": 0.15}
 SCHEDULER_KEYS = {"name", "grace_evals", "reduction_factor"}
 RESOURCE_KEYS = {"workers", "gpus_per_worker", "cpus_per_worker"}
 CONFIRM_KEYS = {"top_k", "choose_seeds", "judge_seeds"}
@@ -122,6 +125,7 @@ class SearchSpace:
     max_concurrent: int | None = None
     seed: int = 0
     scheduler: dict[str, Any] = field(default_factory=lambda: {"name": "asha", "grace_evals": 1, "reduction_factor": 2})
+    sampler: dict[str, Any] = field(default_factory=lambda: dict(SAMPLER_DEFAULTS))
     test_eval: str = "all"
     resources: Resources = field(default_factory=Resources)
     cpu_budget: dict[str, Any] | None = None
@@ -255,6 +259,8 @@ def parse_space(raw: dict, where: str) -> SearchSpace:
     scheduler = {"name": "asha", "grace_evals": 1, "reduction_factor": 2,
                  **_mapping(search.get("scheduler", {}), where, "search.scheduler")}
     _no_unknown(scheduler, SCHEDULER_KEYS, where, "search.scheduler.")
+    sampler = {**SAMPLER_DEFAULTS, **_mapping(search.get("sampler", {}), where, "search.sampler")}
+    _no_unknown(sampler, set(SAMPLER_DEFAULTS), where, "search.sampler.")
     resources = _mapping(raw.get("resources", {}), where, "resources")
     _no_unknown(resources, RESOURCE_KEYS, where, "resources.")
     budget = raw.get("cpu_budget")
@@ -280,6 +286,7 @@ def parse_space(raw: dict, where: str) -> SearchSpace:
         max_concurrent=search.get("max_concurrent"),
         seed=search.get("seed", 0),
         scheduler=scheduler,
+        sampler=sampler,
         test_eval=search.get("test_eval", "all"),
         resources=Resources(**resources),
         cpu_budget=budget,
@@ -433,6 +440,13 @@ def validate_space(space: SearchSpace, prefix: str = "") -> None:
         raise ConfigError(f"{where}: {prefix}search.scheduler.name: {sched.get('name')!r} is not one of asha, fifo")
     check("search.scheduler.grace_evals", check_number, sched.get("grace_evals"), low=1)
     check("search.scheduler.reduction_factor", check_number, sched.get("reduction_factor"), low=2)
+    sampler = space.sampler
+    if sampler.get("name") not in SAMPLER_NAMES:
+        raise ConfigError(f"{where}: {prefix}search.sampler.name: {sampler.get('name')!r} is not one of "
+                          f"{', '.join(SAMPLER_NAMES)}")
+    if sampler.get("startup_trials") is not None:
+        check("search.sampler.startup_trials", check_int, sampler["startup_trials"], low=1)
+    check("search.sampler.prior_width", check_number, sampler.get("prior_width"), low=0.01, high=10)
     check("resources.gpus_per_worker", check_number, space.resources.gpus_per_worker, low=0)
     check("resources.cpus_per_worker", check_number, space.resources.cpus_per_worker, low=0)
     for family_name, family in space.families.items():

@@ -72,6 +72,12 @@ def test_summary_spread_and_pooled_seed_std():
     # within-configuration variances 0.02 and 0.08 (1 dof each): pooled std sqrt(0.05)
     assert final["seed_std_pooled"] == pytest.approx(math.sqrt(0.05), abs=1e-4) and final["seed_std_dof"] == 2
     assert final["spread_over_seed_std"] == pytest.approx(4.3 / math.sqrt(0.05), abs=0.01)
+    # a and b have both seeds: seed 1 scores 0.05 above the configuration means, seed 2 0.05 below; the rest,
+    # +-0.15 in each cell, is the interaction (1 dof)
+    effect = summary["seed_effect"]
+    assert effect["configurations"] == 2 and effect["interaction_dof"] == 1
+    assert effect["effect_by_seed"] == {"1": pytest.approx(0.05), "2": pytest.approx(-0.05)}
+    assert effect["interaction_std"] == pytest.approx(0.3)
     assert summary["cost"]["step_s_median"] == pytest.approx(0.5)
     assert summary["cost"]["eval_s_median"] == pytest.approx(10.0)
 

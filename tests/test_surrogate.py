@@ -51,7 +51,8 @@ def true_curve(config: dict) -> np.ndarray:
     return np.array([80.0 + (peak - 80.0) * (1 - math.exp(-s / 12)) for s in STEPS])
 
 
-def synthetic_landscape(points: int = 32, seeds: int = 3, seed: int = 0, noise_by_lr: bool = False) -> dict:
+def synthetic_landscape(points: int = 32, seeds: int = 3, seed: int = 0, noise_by_lr: bool = False,
+                        seed_effects: tuple[float, ...] | None = None) -> dict:
     from scipy.stats import qmc
 
     rng = np.random.default_rng(seed)
@@ -68,6 +69,8 @@ def synthetic_landscape(points: int = 32, seeds: int = 3, seed: int = 0, noise_b
         for s in range(seeds):
             # one offset per run plus a little per step: a lucky run stays lucky, as in training
             values = mean + rng.normal(0, std) + rng.normal(0, std / 4, len(STEPS))
+            if seed_effects:  # the seed's own effect, the same in every configuration
+                values = values + seed_effects[s]
             runs.append({"config": config, "seed": 42 + s, "status": "ok", "steps": STEPS,
                          "objective": [round(float(v), 4) for v in values],
                          "train_s": [0.5 * st for st in STEPS], "eval_s": [2.0 * (i + 1) for i in range(len(STEPS))],
@@ -111,21 +114,23 @@ def test_curve_is_reproducible_per_seed_and_its_noise_is_the_recorded_one(surrog
     curves = np.array([[v for _, v in surrogate.curve(config, seed)] for seed in range(400)])
     assert len({tuple(c) for c in curves}) > 20  # seeds draw different residual curves
     mean = np.array([v for _, v in surrogate.mean_curve(config)])
-    # each curve is the mean plus one of the recorded residual curves
+    # each curve is the mean plus the seed's offset plus one of the recorded residual curves
     residuals = curves - mean
-    assert all(np.isclose(surrogate.residuals, r).all(axis=1).any() for r in residuals[:20])
+    for seed, r in enumerate(residuals[:20]):
+        assert np.allclose(r, surrogate.seed_offset(seed) + surrogate.interaction(config, seed))
+        assert np.isclose(surrogate.residuals, surrogate.interaction(config, seed)).all(axis=1).any()
     # and their spread is the recorded seed noise (one offset of SEED_STD per run, a little more per step)
     assert residuals.std(axis=0) == pytest.approx(np.full(len(STEPS), SEED_STD), rel=0.35)
     # the same seed on another configuration is not the same draw
     other = {"tau": 0.05, "m": 0.21, "lr": 5e-5}
-    draws = [tuple(surrogate.noise(other, s)) == tuple(surrogate.noise(config, s)) for s in range(50)]
+    draws = [tuple(surrogate.interaction(other, s)) == tuple(surrogate.interaction(config, s)) for s in range(50)]
     assert sum(draws) < 10
 
 
 def test_pooled_seed_std_and_diverged_runs(surrogate):
     assert surrogate.diverged == 1
     assert len(surrogate.configs) == 32
-    last_step_std = math.sqrt(surrogate.seed_var[-1])
+    last_step_std = math.sqrt(surrogate.seed_var[-1] + surrogate.seed_effect_var[-1])
     assert last_step_std == pytest.approx(math.hypot(SEED_STD, SEED_STD / 4), rel=0.25)
 
 
@@ -189,3 +194,23 @@ def test_seed_noise_is_drawn_from_the_runs_recorded_nearby():
     # the seed noise of each configuration's mean, which the GP is told, follows the same neighbourhood
     lr_unit = local.x[:, 2]
     assert local.seed_var_at[lr_unit > 0.8, -1].mean() > 4 * local.seed_var_at[lr_unit < 0.2, -1].mean()
+
+
+def test_a_seeds_own_effect_is_shared_by_every_configuration():
+    """Seeds 42 and 43 shift every configuration by -0.4 and +0.4 (the interaction is small): the surrogate
+    separates the two, every configuration trained with one seed gets the same offset, and so the difference
+    between two configurations under one seed carries the interaction's noise only."""
+    surrogate = Surrogate(synthetic_landscape(points=32, seeds=2, seed_effects=(-0.4, 0.4)), restarts=1)
+    assert sorted(np.round(surrogate.seed_offsets[:, -1], 1)) == [-0.6, 0.6]  # +-0.4, scaled by sqrt(2 / 1)
+    assert math.sqrt(surrogate.seed_var[-1]) == pytest.approx(math.hypot(SEED_STD, SEED_STD / 4), rel=0.3)
+    a, b = {"tau": 0.05, "m": 0.2, "lr": 5e-5}, {"tau": 0.1, "m": 0.4, "lr": 2e-5}
+    same_seed = [surrogate.noise(a, s)[-1] - surrogate.noise(b, s)[-1] for s in range(400)]
+    assert np.std(same_seed) < 0.25  # two interactions of ~0.1 each; the offsets of +-0.6 cancel
+    assert np.std([surrogate.noise(a, s)[-1] for s in range(400)]) > 0.5
+    assert all(np.array_equal(surrogate.seed_offset(s), surrogate.noise(a, s) - surrogate.interaction(a, s))
+               for s in range(10))
+    # without the decomposition the seed effect becomes configuration noise, and the means are unchanged
+    plain = Surrogate(synthetic_landscape(points=32, seeds=2, seed_effects=(-0.4, 0.4)), restarts=1,
+                      seed_effects=False)
+    assert math.sqrt(plain.seed_var[-1]) > 0.4
+    assert np.allclose(plain.means, surrogate.means)

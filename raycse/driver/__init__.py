@@ -4,7 +4,9 @@
     state.py        what the stages share: the options, the plan, the stores, and each stage's typed products
     stages/         one module per stage (setup, baseline, tokenize, stage 0, search, confirm, test, record, report)
     outcome.py      the typed records a search produces (trials, confirmed configurations, the outcome)
-    plan.py         budget, resources, concurrency, the scheduler, the sampler and the Optuna study
+    plan.py         budget, resources, concurrency, the scheduler and the Optuna study
+    strategy.py     the search stage's sampler (budget-aware TPE by default; prior_sampler.py: a prior-guided one)
+    concurrency.py  how many trials ran at once, from their start and end times
     tune_runner.py  one stage's Tune experiment: new or restored, run, turned into trial records
     callback.py     Tune -> MLflow, in the driver (only the driver writes to MLflow)
     confirmation.py which configurations the confirmation stage retrains, and their figures over seeds

@@ -1,5 +1,6 @@
-"""How a search is laid out before it runs: its budget, the trials' resources and concurrency, the scheduler, the
-sampler and the persistent Optuna study. Pure decisions on the space and the cluster, plus the study's storage."""
+"""How a search is laid out before it runs: its budget, the trials' resources and concurrency, the scheduler
+and the persistent Optuna study (the sampler: raycse/driver/strategy.py). Pure decisions on the space and the
+cluster, plus the study's storage."""
 from __future__ import annotations
 
 import dataclasses
@@ -10,8 +11,6 @@ from typing import Any
 
 from raycse.errors import ConfigError
 from raycse.space import Confirm, SearchSpace
-
-SAMPLERS = ("tpe", "random", "grid")
 
 
 def experiment_dir_name(experiment: str) -> str:
@@ -87,7 +86,7 @@ def max_concurrent(space: SearchSpace, cluster: dict) -> int:
     return max(1, min(fit, space.num_samples)) if fit > 0 else space.num_samples  # 0: the autoscaler will add nodes
 
 
-# ------------------------------------------------------------------------------- scheduler and sampler
+# ---------------------------------------------------------------------------------------- the scheduler
 def scheduler(space: SearchSpace):
     """ASHA over training steps (rungs every grace period x reduction factor), or FIFO."""
     from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
@@ -99,15 +98,6 @@ def scheduler(space: SearchSpace):
     max_t = (space.base.max_steps or 10**7) + 1
     return ASHAScheduler(time_attr="step", max_t=max_t, grace_period=int(space.scheduler["grace_evals"] * eval_steps),
                          reduction_factor=space.scheduler["reduction_factor"])
-
-
-def sampler(name: str, seed: int):
-    """Optuna's sampler for the search stage, seeded."""
-    import optuna
-
-    if name == "random":
-        return optuna.samplers.RandomSampler(seed=seed)
-    return optuna.samplers.TPESampler(seed=seed)
 
 
 # ------------------------------------------------------------------------------------------ the study

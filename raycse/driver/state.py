@@ -41,9 +41,9 @@ class SearchOptions:
     confirm: bool = True  # False: no choosing and judging (--no-confirm): the search stage's best, unjudged
     optuna_storage: str | None = None
     started_at: float = field(default_factory=time.perf_counter)  # the command's start: time_total_s runs from it
-    # How the search stage samples (benchmarks/search_quality.py compares them): "tpe" (Optuna's TPE, the
-    # default), "random" (Optuna's RandomSampler) or "grid" (Tune's grid over `grid`: {param: [values]}).
-    sampler: str = "tpe"
+    # How the search stage samples (benchmarks/search_quality.py compares them): None (the space file's
+    # search.sampler), one of raycse.space.SAMPLER_NAMES, or "grid" (Tune's grid over `grid`: {param: [values]}).
+    sampler: str | None = None
     grid: dict[str, list] | None = None
     scheduler: str | None = None  # "asha" | "fifo": overrides the space file's
     grace_evals: int | None = None  # overrides the space file's ASHA grace period (in evaluations)
@@ -120,12 +120,16 @@ class SearchState:
 
     def timings(self) -> dict[str, float]:
         """Where the time went so far: the phases, the trials' own seconds summed, and how busy the slots were."""
+        from raycse.driver.concurrency import search_concurrency
         from raycse.driver.plan import max_concurrent
         from raycse.records import (
             CHOOSE,
             CONCURRENT_SLOTS,
             JUDGE,
             SEARCH,
+            SEARCH_MEAN_RUNNING,
+            SEARCH_MEAN_RUNNING_STARTING,
+            SEARCH_SLOT_USE,
             SLOT_UTILISATION,
             TOTAL_TIME,
             TRIAL_EVAL,
@@ -141,8 +145,12 @@ class SearchState:
         busy_window = sum(phases.get(phase_key(stage), 0.0) for stage in (SEARCH, CHOOSE, JUDGE)) * slots
         # A resumed search's trial sums hold its earlier sessions' work too, its phases this session's only: capped
         busy = sums[TRIAL_TRAIN] + sums[TRIAL_EVAL]
+        running = search_concurrency([(t.started_at, t.ended_at) for t in self.searched or []], slots)
+        measured = {key: running[name] for key, name in ((SEARCH_MEAN_RUNNING, "mean_running"),
+                                                         (SEARCH_MEAN_RUNNING_STARTING, "mean_running_starting"),
+                                                         (SEARCH_SLOT_USE, "slot_use")) if name in running}
         return {**phases, **sums, SLOT_UTILISATION: min(1.0, busy / busy_window) if busy_window else 0.0,
-                CONCURRENT_SLOTS: float(slots), TOTAL_TIME: self.clock.total()}
+                CONCURRENT_SLOTS: float(slots), **measured, TOTAL_TIME: self.clock.total()}
 
     def finished_baseline(self) -> Baseline:
         """The untouched model's score, waiting for its Ray task the first time it is asked for (then logged on the

@@ -37,6 +37,7 @@ from raycse.records import (
     JUDGE,
     OBJECTIVE,
     REPLAYED,
+    REPORTED_AT,
     SENTENCES_PER_S,
     STATUS_TAG,
     STEP,
@@ -46,6 +47,7 @@ from raycse.records import (
     TRIAL_CHECKPOINT,
     TRIAL_COMPILE,
     TRIAL_EVAL,
+    TRIAL_STARTED_AT,
     TRIAL_STARTUP,
     TRIAL_TAG,
     TRIAL_TIMING_KEYS,
@@ -233,7 +235,10 @@ def run_trial(tune_config: dict, space: SearchSpace, context: TrialContext, shar
             _run_on_workers(config, space, tune_context, checkpoint)
             return
 
+        started_at = time.time() - worker_start_s if _previous_trial_end is None else time.time()
+
         def report(metrics: dict, checkpoint_dir: str | None) -> None:
+            metrics = {**metrics, TRIAL_STARTED_AT: started_at, REPORTED_AT: time.time()}  # how many ran at once
             tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(checkpoint_dir) if checkpoint_dir else None)
 
         train_and_report(config, report, resume, worker_start_s, shared_tokens)

@@ -26,12 +26,14 @@ from raycse.records import (
     FINISHED,
     OBJECTIVE,
     REPLAYED,
+    REPORTED_AT,
     SEARCH,
     STAGE_TAG,
     STEP,
     STOPPED,
     TEST_KEYS,
     TRIAL_ID,
+    TRIAL_STARTED_AT,
     TRIAL_TIMING_KEYS,
 )
 from raycse.space import SearchSpace, TrialSpec
@@ -131,7 +133,9 @@ def trial_records(grid, plan: SearchSpace) -> list[TrialRecord]:
             status=status, checkpoint=best_dir(result),
             test={k: metrics[k] for k in TEST_KEYS if k in metrics},
             timings={k: float(metrics.get(k, 0.0)) for k in TRIAL_TIMING_KEYS},
-            ended_at=float(metrics.get("timestamp", 0.0)), curve=dev_curve(result)))
+            # Ray's own timestamp is whole seconds: the trial's report times, where it reported them, are exact
+            ended_at=float(metrics.get(REPORTED_AT) or metrics.get("timestamp", 0.0)), curve=dev_curve(result),
+            started_at=float(metrics.get(TRIAL_STARTED_AT) or 0.0)))
     return sorted(records, key=lambda r: r.trial_id)
 
 

@@ -15,6 +15,9 @@ from typing import Any
 
 from raycse.records import (
     CONCURRENT_SLOTS,
+    SEARCH_MEAN_RUNNING,
+    SEARCH_MEAN_RUNNING_STARTING,
+    SEARCH_SLOT_USE,
     SLOT_UTILISATION,
     TEST_KEYS,
     TEST_LABELS,
@@ -266,4 +269,13 @@ def format_timings(timings: dict[str, float]) -> str:
             + ", ".join(f"{name} {seconds:.0f} s" for name, seconds in phases)
             + "). Trials, summed: " + ", ".join(f"{name} {seconds:.0f} s" for name, seconds in trials)
             + f"; slot utilisation {100 * timings.get(SLOT_UTILISATION, 0.0):.0f}% of "
-            f"{timings.get(CONCURRENT_SLOTS, 1):.0f} slot(s).")
+            f"{timings.get(CONCURRENT_SLOTS, 1):.0f} slot(s)." + _running(timings))
+
+
+def _running(timings: dict[str, float]) -> str:
+    """The search stage's trials running at once, measured from their start and end times."""
+    if SEARCH_MEAN_RUNNING not in timings:
+        return ""
+    return (f" Search stage: {timings[SEARCH_MEAN_RUNNING]:.2f} trials running on average, "
+            f"{timings.get(SEARCH_MEAN_RUNNING_STARTING, 0.0):.2f} while trials remained to start "
+            f"({100 * timings.get(SEARCH_SLOT_USE, 0.0):.0f}% of the slots).")

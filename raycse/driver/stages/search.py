@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from raycse.driver import plan as planning
-from raycse.driver import progress, tune_runner
+from raycse.driver import progress, strategy, tune_runner
 from raycse.driver.stages.base import Stage
 from raycse.driver.state import SearchState
 from raycse.evaluation import DevObjective
@@ -38,7 +38,7 @@ class SearchStage(Stage):
             if not grid:
                 searcher = TaggedOptunaSearch(space=plan.define_by_run, metric=OBJECTIVE, mode=DevObjective.mode,
                                               points_to_evaluate=plan.points_to_evaluate() or None,
-                                              sampler=planning.sampler(options.sampler, plan.seed),
+                                              sampler=strategy.sampler(plan, options.sampler),
                                               study_name=study_name, storage=planning.optuna_rdb_storage(storage))
             return tune.TuneConfig(metric=OBJECTIVE, mode=DevObjective.mode, search_alg=searcher,
                                    scheduler=planning.scheduler(plan), num_samples=1 if grid else plan.num_samples,
