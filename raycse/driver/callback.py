@@ -90,7 +90,7 @@ class MlflowSearchCallback(tune.Callback):
     def on_trial_start(self, iteration, trials, trial, **info):
         run_id = self._run(trial)
         if self.tracker.run(run_id).info.status == "FINISHED":
-            return  # recorded already: the trial only replays its result (raycse.driver.trial.replayed_result)
+            return  # recorded already: the trial only replays its result (raycse.driver.replay.replayed_result)
         self.tracker.reopen_run(run_id)
         spec = self._spec(trial)
         config = self.space.trial_config(spec.sampled, spec.seed)

@@ -22,30 +22,24 @@ from pathlib import Path
 from typing import Any
 
 from raycse.config import TrainConfig
+from raycse.driver.replay import TrialContext, replayed_result
 from raycse.evaluation import DevObjective
 from raycse.records import (
     BEST_OBJECTIVE,
     BEST_STEP,
-    CHECKPOINT_PATH,
-    CHECKPOINT_TAG,
     COMPILE_DECISION,
     DIVERGED_KEY,
     ERROR,
     FINAL,
     FINAL_KEYS,
-    FINISHED,
     OBJECTIVE,
-    REPLAYED,
     SENTENCES_PER_S,
-    STATUS_TAG,
     STEP,
-    STEPS_TAG,
     TRAIN_LOSS,
     TRIAL_CHECKPOINT,
     TRIAL_COMPILE,
     TRIAL_EVAL,
     TRIAL_STARTUP,
-    TRIAL_TAG,
     TRIAL_TIMING_KEYS,
     TRIAL_TRAIN,
     loss_stat,
@@ -55,12 +49,6 @@ from raycse.space import SearchSpace, TrialSpec
 COMPILE_RECORD = "raycse-compile-seconds.json"  # per node, in the system's temp directory
 
 
-@dataclasses.dataclass(frozen=True)
-class TrialContext:
-    """What a trial needs besides the space: where MLflow is (for the replay check) and this trial's ids."""
-
-    tracking_uri: str
-    experiment: str
 
 
 # ------------------------------------------------------------------------------------------ reports
@@ -147,31 +135,6 @@ def _write_compile_record(seconds: float) -> None:
         write_json_atomic(Path(tempfile.gettempdir()) / COMPILE_RECORD, {"seconds": seconds})
     except OSError:
         pass  # a missing record only makes the next decision use the default estimate
-
-
-# --------------------------------------------------------------------------- finished means finished
-def replayed_result(context: TrialContext, trial_id: str) -> dict | None:
-    """The recorded final result of a trial whose MLflow run the driver already FINISHED, else None."""
-    from raycse.errors import ConfigError
-    from raycse.tracking import Tracker
-
-    try:
-        tracker = Tracker.existing(context.tracking_uri, context.experiment)
-    except ConfigError:  # no store or experiment yet: nothing recorded
-        return None
-    runs = tracker.runs(f"tags.`{TRIAL_TAG}` = '{trial_id}' and attributes.status = 'FINISHED'", max_results=1)
-    if not runs:
-        return None
-    run = runs[0]
-    metrics, tags = run.data.metrics, run.data.tags
-    best = metrics.get(BEST_OBJECTIVE, DevObjective.worst)
-    result = {STEP: int(float(tags.get(STEPS_TAG, metrics.get(BEST_STEP, 0)))), OBJECTIVE: best,
-              BEST_OBJECTIVE: best, BEST_STEP: int(metrics.get(BEST_STEP, 0)), REPLAYED: 1,
-              CHECKPOINT_PATH: tags.get(CHECKPOINT_TAG)}
-    if tags.get(STATUS_TAG) == FINISHED:
-        result[FINAL] = 1
-    result.update({k: metrics[k] for k in (*FINAL_KEYS, *TRIAL_TIMING_KEYS) if k in metrics})
-    return result
 
 
 # ------------------------------------------------------------------------------------ the trainable

@@ -11,8 +11,9 @@ import math
 
 from raycse.driver import plan as planning
 from raycse.driver.outcome import TrialRecord
+from raycse.driver.replay import TrialContext
 from raycse.driver.state import SearchState
-from raycse.driver.trial import TrialContext, run_trial
+from raycse.driver.trial import run_trial
 from raycse.evaluation import DevObjective
 from raycse.records import (
     BEST_OBJECTIVE,
@@ -54,10 +55,7 @@ def tuner(state: SearchState, plan: SearchSpace, stage: str, tune_config, param_
 
     from raycse.driver.callback import MlflowSearchCallback
 
-    context = TrialContext(state.options.tracking_uri, state.space.experiment)
-    trainable = tune.with_resources(tune.with_parameters(run_trial, space=plan, context=context,
-                                                         shared_tokens=state.shared_tokens),
-                                    planning.trial_resources(plan))
+    trainable = tune.with_resources(trial_function(state, plan), planning.trial_resources(plan))
     path = experiment_path(state, stage)
     if tune.Tuner.can_restore(path):
         # finished and errored trials stay as they are; unfinished ones continue from their last checkpoint.
@@ -73,6 +71,16 @@ def tuner(state: SearchState, plan: SearchSpace, stage: str, tune_config, param_
             # a crashed trial (a killed worker, a lost node) is retried once, from its last checkpoint
             failure_config=tune.FailureConfig(max_failures=1),
         ))
+
+
+def trial_function(state: SearchState, plan: SearchSpace):
+    """What each trial of the stage runs: raycse's training (trial.run_trial), or the options' stand-in."""
+    from ray import tune
+
+    context = TrialContext(state.options.tracking_uri, state.space.experiment)
+    if state.options.trial_stand_in is not None:
+        return state.options.trial_stand_in.trainable(plan, context)
+    return tune.with_parameters(run_trial, space=plan, context=context, shared_tokens=state.shared_tokens)
 
 
 def fixed_trials(state: SearchState, plan: SearchSpace, specs: list[TrialSpec]):
