@@ -49,8 +49,8 @@ from pathlib import Path  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 SPACE = ROOT / "search_spaces" / "focal.yaml"
 PROJECT_TO = 10_000
-WRITES = ("start_run", "end_run", "reopen_run", "log_params", "log_metrics", "set_tags", "log_artifact",
-          "log_artifacts", "log_dict", "register_model")
+WRITES = ("start_run", "end_run", "reopen_run", "log_params", "log_metrics", "log_metric_steps", "set_tags",
+          "log_artifact", "log_artifacts", "log_dict", "register_model")
 
 
 # ---------------------------------------------------------------------------------------------- one size

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import threading
 import time
 
 BINS_PER_DECADE = 20
@@ -56,12 +57,14 @@ class Latencies:
 
     def __init__(self) -> None:
         self.kinds: dict[str, Latency] = {}
+        self.lock = threading.Lock()  # the driver's MLflow writes are made on a thread of their own
 
     def record(self, kind: str, seconds: float) -> None:
-        latency = self.kinds.get(kind)
-        if latency is None:
-            latency = self.kinds[kind] = Latency()
-        latency.add(seconds)
+        with self.lock:
+            latency = self.kinds.get(kind)
+            if latency is None:
+                latency = self.kinds[kind] = Latency()
+            latency.add(seconds)
 
     @contextlib.contextmanager
     def timed(self, kind: str):
@@ -73,7 +76,8 @@ class Latencies:
 
     def snapshot(self) -> dict[str, dict[str, float]]:
         """{kind: count, total_s, mean_s, median_s, p99_s, max_s}."""
-        return {kind: latency.summary() for kind, latency in sorted(self.kinds.items())}
+        with self.lock:
+            return {kind: latency.summary() for kind, latency in sorted(self.kinds.items())}
 
     def reset(self) -> None:
         self.kinds.clear()

@@ -259,28 +259,37 @@ class Tracker:
 
     # contents
     @retried
-    def log_params(self, run_id: str, params: dict[str, Any]) -> None:
+    def log_params(self, run_id: str, params: dict[str, Any], new_run: bool = False) -> None:
+        """Log the parameters the run does not hold yet (MLflow refuses to change one); a run created just now holds
+        none, and is not asked."""
         from mlflow.entities import Param
 
-        existing = self.client.get_run(run_id).data.params
+        existing = {} if new_run else self.client.get_run(run_id).data.params
         new = [Param(k, str(v)[:6000]) for k, v in params.items() if k not in existing]
         if new:
             self.client.log_batch(run_id, params=new)
 
-    @retried
     def log_metrics(self, run_id: str, metrics: dict[str, float], step: int | None = None) -> None:
+        self.log_metric_steps(run_id, [(step or 0, metrics)])
+
+    @retried
+    def log_metric_steps(self, run_id: str, steps: list[tuple[int, dict[str, float]]]) -> None:
+        """Several steps' metrics of one run in one request (MLflow takes up to 1,000 values a request)."""
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
-        batch = [Metric(k, float(v), now, step or 0) for k, v in metrics.items()
+        batch = [Metric(k, float(v), now, step) for step, metrics in steps for k, v in metrics.items()
                  if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
-        if batch:
-            self.client.log_batch(run_id, metrics=batch)
+        for start in range(0, len(batch), 1000):
+            self.client.log_batch(run_id, metrics=batch[start:start + 1000])
 
     @retried
     def set_tags(self, run_id: str, tags: dict[str, Any]) -> None:
-        for key, value in tags.items():
-            self.client.set_tag(run_id, key, str(value)[:5000])
+        """All of them in one request (one transaction of the store)."""
+        from mlflow.entities import RunTag
+
+        if tags:
+            self.client.log_batch(run_id, tags=[RunTag(key, str(value)[:5000]) for key, value in tags.items()])
 
     @retried
     def log_artifacts(self, run_id: str, local_dir: str, artifact_path: str) -> None:

@@ -33,10 +33,16 @@ class TrialContext:
 
     tracking_uri: str
     experiment: str
+    # whether the search was resumed (--resume): only then can a trial's run be FINISHED before the trial starts
+    # (the driver recorded its completion, then was killed before Tune's snapshot did), so only then is MLflow asked
+    resumed: bool = True
 
 
 def replayed_result(context: TrialContext, trial_id: str) -> dict | None:
-    """The recorded final result of a trial whose MLflow run the driver already FINISHED, else None."""
+    """The recorded final result of a trial whose MLflow run the driver already FINISHED, else None. A new search
+    has no such trial: its workers never ask (nor import MLflow), which is a query per trial less on the store."""
+    if not context.resumed:
+        return None
     from raycse.errors import ConfigError
     from raycse.tracking import Tracker
 

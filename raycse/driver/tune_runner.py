@@ -77,7 +77,7 @@ def trial_function(state: SearchState, plan: SearchSpace):
     """What each trial of the stage runs: raycse's training (trial.run_trial), or the options' stand-in."""
     from ray import tune
 
-    context = TrialContext(state.options.tracking_uri, state.space.experiment)
+    context = TrialContext(state.options.tracking_uri, state.space.experiment, resumed=state.options.resume)
     if state.options.trial_stand_in is not None:
         return state.options.trial_stand_in.trainable(plan, context)
     return tune.with_parameters(run_trial, space=plan, context=context, shared_tokens=state.shared_tokens)
