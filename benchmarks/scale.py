@@ -10,7 +10,7 @@ exists.
 
     python benchmarks/scale.py                                  # 64, 256 and 1,024 trials; the table and the plot
     python benchmarks/scale.py --trials 1024 --output OUT       # one size (under 20 minutes on 2 CPU cores)
-    python benchmarks/scale.py --trials 256 --profile           # + the driver's cProfile (OUT/256/profile.txt)
+    python benchmarks/scale.py --trials 256 --profile           # + the CPU profile of Tune's loop in the driver
 
 Each size runs in a process of its own (so that its peak memory and CPU are its own, and Ray starts fresh) and
 reports:
@@ -191,7 +191,7 @@ def run_one(args) -> dict:
     if args.profile:
         import cProfile
 
-        profiler = cProfile.Profile()
+        profiler = cProfile.Profile(time.thread_time)  # CPU of Tune's loop (the main thread), not waiting
         profiler.enable()
     started = time.perf_counter()
     state = run_stages(space, options)
@@ -353,7 +353,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tracking-uri", help="MLflow (default: SQLite in the output directory)")
     parser.add_argument("--optuna-storage", help="Optuna's storage (default: SQLite in the output directory)")
     parser.add_argument("--output", default="scale-results", help="a directory: one folder per size, the table")
-    parser.add_argument("--profile", action="store_true", help="write the driver's cProfile to OUT/N/profile.txt")
+    parser.add_argument("--profile", action="store_true",
+                        help="write the CPU profile of the driver's main thread to OUT/N-trials/profile.txt")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # internal: run one size in this process
     args = parser.parse_args(argv)
     for name, value in (("HF_HUB_OFFLINE", "1"), ("TOKENIZERS_PARALLELISM", "false"),

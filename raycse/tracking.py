@@ -182,7 +182,7 @@ class Tracker:
     # runs
     @retried
     def start_run(self, name: str, tags: dict[str, str] | None = None, parent_run_id: str | None = None) -> str:
-        tags = dict(tags or {})
+        tags = {key: str(value) for key, value in (tags or {}).items()}  # a server's protocol takes strings only
         if parent_run_id:
             tags[PARENT_RUN_TAG] = parent_run_id
         return self.client.create_run(self.experiment_id, run_name=name, tags=tags).info.run_id

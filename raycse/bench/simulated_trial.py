@@ -2,7 +2,7 @@
 
 `SimulatedTrials` goes where raycse's training would (`SearchOptions.trial_stand_in`): every trial of the search
 then runs `simulated_trial` in its Ray worker, which does what `raycse.driver.trial.run_trial` does around the
-training — the replay check against MLflow, a Tune checkpoint at every evaluation, resuming from one — and in place
+training — the replay check against MLflow, Tune checkpoints at the trial's pace, resuming from one — and in place
 of the training replays a dev curve, one evaluation every `eval_interval_s` seconds, with the keys a real
 evaluation reports (so that the driver's callback writes to MLflow what it writes for a real trial). The worker
 imports Ray and raycse's run vocabulary only: no torch, so a laptop can hold dozens of such workers.
@@ -99,6 +99,7 @@ def simulated_trial(tune_config: dict, trials: SimulatedTrials, context, base_se
     """One simulated trial in its Ray worker: the replay check, then the curve with a checkpoint at every point."""
     from ray import tune
 
+    from raycse.driver.pacing import CheckpointPace
     from raycse.driver.replay import replayed_result
 
     started = time.time()
@@ -121,6 +122,7 @@ def simulated_trial(tune_config: dict, trials: SimulatedTrials, context, base_se
             best, best_step = value, step
     timings = {TRIAL_STARTUP: 0.0, TRIAL_COMPILE: 0.0, TRIAL_TRAIN: 0.0, TRIAL_EVAL: 0.0, TRIAL_CHECKPOINT: 0.0}
     training: list[tuple[float, float]] = []  # when it "trained" (slept): the slot did useful work
+    pace = CheckpointPace(getattr(context, "checkpoint_every_s", 0.0))
     for index in range(done, len(points)):
         began = time.time()
         time.sleep(trials.eval_interval_s)
@@ -133,7 +135,11 @@ def simulated_trial(tune_config: dict, trials: SimulatedTrials, context, base_se
         metrics = {STEP: step, OBJECTIVE: value, BEST_OBJECTIVE: best, BEST_STEP: best_step,
                    TRAIN_LOSS: 1.0 / (1.0 + step), SENTENCES_PER_S: sentences_per_eval / trials.eval_interval_s,
                    objective: value, **timings}
-        _report(trials, metrics, index + 1, final=False)
+        if pace.due():
+            _report(trials, metrics, index + 1, final=False)
+            pace.handed()
+        else:
+            tune.report(metrics)
     final = {**timings, STEP: points[-1][0] if points else 0, OBJECTIVE: best, BEST_OBJECTIVE: best,
              BEST_STEP: best_step, FINAL: 1}
     _report(trials, final, len(points), final=True)

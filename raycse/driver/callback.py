@@ -137,9 +137,10 @@ class MlflowSearchCallback(tune.Callback):
             self.writes.submit(functools.partial(self._end, trial.trial_id, tags, "FAILED"))
             return
         status = FINISHED if last.get(FINAL) else STOPPED
-        # from the write on, the trial is done, whatever happens to the driver
-        self.writes.submit(functools.partial(self._end, trial.trial_id, {STATUS_TAG: status, **tags}, "FINISHED"))
-        self.log(f"trial {trial.trial_id}  {status}: best objective {last.get(BEST_OBJECTIVE, math.nan):.2f}")
+        # from the write on, the trial is done, whatever happens to the driver; its line says so once it is written
+        line = f"trial {trial.trial_id}  {status}: best objective {last.get(BEST_OBJECTIVE, math.nan):.2f}"
+        self.writes.submit(functools.partial(self._end, trial.trial_id, {STATUS_TAG: status, **tags}, "FINISHED",
+                                             line))
 
     def on_trial_error(self, iteration, trials, trial, **info):
         error = trial_error(trial)  # divergence never lands here: it ends a trial normally
@@ -189,10 +190,12 @@ class MlflowSearchCallback(tune.Callback):
     def _metrics(self, trial_id: str, metrics: dict) -> None:
         self.tracker.log_metrics(self._run(trial_id)[0], metrics)
 
-    def _end(self, trial_id: str, tags: dict, status: str) -> None:
+    def _end(self, trial_id: str, tags: dict, status: str, line: str | None = None) -> None:
         run_id = self._run(trial_id)[0]
         self.tracker.set_tags(run_id, tags)
         self.tracker.end_run(run_id, status)
+        if line:
+            self.log(line)
 
 
 def trial_error(trial) -> str:

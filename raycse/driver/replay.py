@@ -36,6 +36,7 @@ class TrialContext:
     # whether the search was resumed (--resume): only then can a trial's run be FINISHED before the trial starts
     # (the driver recorded its completion, then was killed before Tune's snapshot did), so only then is MLflow asked
     resumed: bool = True
+    checkpoint_every_s: float = 0.0  # the least seconds between two of the trial's Tune checkpoints (driver/pacing)
 
 
 def replayed_result(context: TrialContext, trial_id: str) -> dict | None:

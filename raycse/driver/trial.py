@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from raycse.config import TrainConfig
+from raycse.driver.pacing import CheckpointPace
 from raycse.driver.replay import TrialContext, replayed_result
 from raycse.evaluation import DevObjective
 from raycse.records import (
@@ -88,8 +89,10 @@ def diverged_metrics(err, last_eval: dict) -> dict[str, Any]:
 
 
 def train_and_report(config: TrainConfig, report, resume: bool, worker_start_s: float = 0.0,
-                     shared_tokens=None) -> None:
-    """Train, calling `report(metrics, checkpoint_dir)` at each evaluation and once at the end (final results)."""
+                     shared_tokens=None, pace: CheckpointPace | None = None) -> None:
+    """Train, calling `report(metrics, checkpoint_dir)` at each evaluation and once at the end (final results).
+    With a `pace`, an evaluation's report carries its checkpoint only when one is due (driver/pacing.py); the final
+    report always does."""
     from raycse.trainer import TrainingDiverged, train
 
     last_eval: dict[str, Any] = {TRIAL_STARTUP: worker_start_s}
@@ -99,9 +102,13 @@ def train_and_report(config: TrainConfig, report, resume: bool, worker_start_s: 
         nonlocal extra_checkpoint_s
         metrics = eval_metrics(eval_report, extra_checkpoint_s, worker_start_s)
         last_eval.update(metrics)
+        checkpoint = eval_report.checkpoint if pace is None or pace.due() else None
         clock = time.perf_counter()
-        report(metrics, eval_report.checkpoint)
-        extra_checkpoint_s += time.perf_counter() - clock  # Tune's copy of the checkpoint to storage
+        report(metrics, checkpoint)
+        if checkpoint is not None:
+            extra_checkpoint_s += time.perf_counter() - clock  # Tune's copy of the checkpoint to storage
+            if pace is not None:
+                pace.handed()
 
     record = _compile_record()
     try:
@@ -192,7 +199,8 @@ def run_trial(tune_config: dict, space: SearchSpace, context: TrialContext, shar
         def report(metrics: dict, checkpoint_dir: str | None) -> None:
             tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(checkpoint_dir) if checkpoint_dir else None)
 
-        train_and_report(config, report, resume, worker_start_s, shared_tokens)
+        train_and_report(config, report, resume, worker_start_s, shared_tokens,
+                         CheckpointPace(context.checkpoint_every_s))
     finally:
         shutil.rmtree(output_dir, ignore_errors=True)  # Tune keeps its own copy of every reported checkpoint
         if complementary_dir:
