@@ -10,7 +10,8 @@ exists.
 
     python benchmarks/scale.py                                  # 64, 256 and 1,024 trials; the table and the plot
     python benchmarks/scale.py --trials 1024 --output OUT       # one size (under 20 minutes on 2 CPU cores)
-    python benchmarks/scale.py --trials 256 --profile           # + the CPU profile of Tune's loop in the driver
+    python benchmarks/scale.py --trials 256 --profile cpu       # + the profile of Tune's loop (cpu or wall)
+    python benchmarks/scale.py --tabulate --output OUT          # the table and plot of the runs already in OUT
 
 Each size runs in a process of its own (so that its peak memory and CPU are its own, and Ray starts fresh) and
 reports:
@@ -118,8 +119,19 @@ def concurrency(timeline_dir: Path, slots: int) -> dict:
     training = sum(covered(t["training"]) for t in trials)
     occupied = sum(covered([(t["start"], t["training"][-1][1])]) for t in trials if t["training"])
     window = end - begin
+    # a reused worker's wait between two trials: its previous trial's last evaluation to its next trial's first
+    # (the driver's turnaround: the result, the stop, the ask, the reset), apart from starting new workers
+    gaps, by_worker = [], {}
+    for t in sorted((t for t in trials if t["training"] and "pid" in t), key=lambda t: t["start"]):
+        previous = by_worker.get(t["pid"])
+        if previous is not None:
+            gaps.append(t["training"][0][0] - previous["training"][-1][1])
+        by_worker[t["pid"]] = t
+    gaps.sort()
     return {"training": training / (window * slots), "occupied": occupied / (window * slots), "window_s": window,
-            "trials": len(trials)}
+            "trials": len(trials), "workers": len(by_worker),
+            "turnaround_median_s": gaps[len(gaps) // 2] if gaps else None,
+            "turnaround_p90_s": gaps[int(len(gaps) * 0.9)] if gaps else None}
 
 
 def snapshot_bytes(experiment_dir: Path) -> dict:
@@ -191,7 +203,8 @@ def run_one(args) -> dict:
     if args.profile:
         import cProfile
 
-        profiler = cProfile.Profile(time.thread_time)  # CPU of Tune's loop (the main thread), not waiting
+        # the main thread (Tune's loop): its CPU, or its wall clock (where it waits)
+        profiler = cProfile.Profile(time.thread_time if args.profile == "cpu" else time.perf_counter)
         profiler.enable()
     started = time.perf_counter()
     state = run_stages(space, options)
@@ -271,8 +284,9 @@ def last_bucket(result: dict, call: str) -> dict:
 def table(results: list[dict]) -> str:
     head = ("| trials | slots | wall s | driver CPU s/trial (search stage; whole command) | ask median / p99 ms "
             "(all; last study-size bucket) | tell median / p99 ms | MLflow writes/s; write median / p99 ms | "
-            "driver peak MiB | snapshot KiB | concurrency: training (occupied) / slots |")
-    rows = [head, "|" + "---|" * 10]
+            "driver peak MiB | snapshot KiB | concurrency: training (occupied) / slots | a reused worker's wait "
+            "between trials, median / p90 s |")
+    rows = [head, "|" + "---|" * 11]
     for r in results:
         ask, tell = r["latencies"].get("searcher.ask", {}), r["latencies"].get("searcher.tell", {})
         ask_last, tell_last = last_bucket(r, "ask"), last_bucket(r, "tell")
@@ -286,8 +300,13 @@ def table(results: list[dict]) -> str:
             f"{r['mlflow_writes_per_s']:.1f}; {r['mlflow_write_median_s'] * ms:.1f} / "
             f"{r['mlflow_write_p99_s'] * ms:.1f} | {r['peak_rss_mib']:.0f} | "
             f"{r['snapshot_bytes']['total'] / 1024:.0f} | {r['concurrency']['training']:.0%} "
-            f"({r['concurrency']['occupied']:.0%}) |")
+            f"({r['concurrency']['occupied']:.0%}) | {seconds(r['concurrency'].get('turnaround_median_s'))} / "
+            f"{seconds(r['concurrency'].get('turnaround_p90_s'))} |")
     return "\n".join(rows)
+
+
+def seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
 
 
 def projection(results: list[dict]) -> dict:
@@ -353,8 +372,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tracking-uri", help="MLflow (default: SQLite in the output directory)")
     parser.add_argument("--optuna-storage", help="Optuna's storage (default: SQLite in the output directory)")
     parser.add_argument("--output", default="scale-results", help="a directory: one folder per size, the table")
-    parser.add_argument("--profile", action="store_true",
-                        help="write the CPU profile of the driver's main thread to OUT/N-trials/profile.txt")
+    parser.add_argument("--profile", choices=("cpu", "wall"),
+                        help="profile the driver's main thread (Tune's loop) into OUT/N-trials/profile.txt")
+    parser.add_argument("--tabulate", action="store_true",
+                        help="run nothing: the table, plot and projection of the runs already in --output")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # internal: run one size in this process
     args = parser.parse_args(argv)
     for name, value in (("HF_HUB_OFFLINE", "1"), ("TOKENIZERS_PARALLELISM", "false"),
@@ -367,7 +388,10 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.output).resolve()
     out.mkdir(parents=True, exist_ok=True)
     results = []
-    for n in args.trials:
+    if args.tabulate:
+        results = sorted((json.loads(p.read_text()) for p in out.glob("*-trials/result.json")),
+                         key=lambda r: r["trials"])
+    for n in [] if args.tabulate else args.trials:
         folder = out / f"{n}-trials"
         if (folder / "ray").exists():
             raise SystemExit(f"scale.py: {folder} holds an earlier run: remove it or pass another --output")
@@ -376,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
                    "--eval-interval", str(args.eval_interval), "--evals", str(args.evals), "--curve", args.curve,
                    *(["--tracking-uri", args.tracking_uri] if args.tracking_uri else []),
                    *(["--optuna-storage", args.optuna_storage] if args.optuna_storage else []),
-                   *(["--profile"] if args.profile else [])]
+                   *(["--profile", args.profile] if args.profile else [])]
         folder.mkdir(parents=True, exist_ok=True)
         started = time.perf_counter()
         with (folder / "search.log").open("w") as log:

@@ -159,11 +159,11 @@ def _report(trials: SimulatedTrials, metrics: dict, evaluations: int, final: boo
 
 
 def _write_timeline(timeline_dir: str | None, trial_id: str, started: float, training: list) -> None:
-    """{trial_id, start, training: [[began, ended], ...]}, rewritten after every evaluation (a stopped trial's
-    thread may never run another line)."""
+    """{trial_id, pid, start, training: [[began, ended], ...]}, rewritten after every evaluation (a stopped trial's
+    thread may never run another line); pid: the Ray worker (Tune reuses workers)."""
     if not timeline_dir:
         return
     path = Path(timeline_dir) / f"{trial_id}.json"
     staging = path.with_suffix(f".{os.getpid()}.tmp")
-    staging.write_text(json.dumps({"trial_id": trial_id, "start": started, "training": training}))
+    staging.write_text(json.dumps({"trial_id": trial_id, "pid": os.getpid(), "start": started, "training": training}))
     os.replace(staging, path)
