@@ -211,9 +211,12 @@ def _add_search(sub) -> None:
     p.add_argument("--num-samples", type=int, default=None, help="search-stage trials (default: the file's)")
     p.add_argument("--max-concurrent", type=int, default=None, help="trials at once (default: what fits)")
     p.add_argument("--seed", type=int, default=None, help="the sampler's seed (default: the file's)")
-    p.add_argument("--confirm-seeds", type=int, default=None,
-                   help="seeds per confirmed configuration, the search run counting as one (default: the file's)")
-    p.add_argument("--no-confirm", action="store_true", help="skip the confirmation stage (one seed per configuration)")
+    p.add_argument("--choose-seeds", type=int, default=None,
+                   help="fresh seeds on which the top configurations are chosen among (default: the file's)")
+    p.add_argument("--judge-seeds", type=int, default=None,
+                   help="fresh seeds on which the winner and the published point are judged (default: the file's)")
+    p.add_argument("--no-confirm", action="store_true",
+                   help="no choosing or judging: the search stage's best, from one seed, unjudged")
     p.add_argument("--tracking-uri", default=None, help="default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db")
     p.add_argument("--optuna-storage", default=None, help="the Optuna study's storage (default: optuna.db beside "
                                                           "a SQLite MLflow store, else in the working directory)")
@@ -232,7 +235,7 @@ def _cmd_search(args) -> int:
     from raycse.space import load_space
     from raycse.tracking import resolve_tracking_uri
 
-    for flag, low in (("num_samples", 1), ("max_concurrent", 1), ("confirm_seeds", 1)):
+    for flag, low in (("num_samples", 1), ("max_concurrent", 1), ("choose_seeds", 1), ("judge_seeds", 2)):
         if getattr(args, flag) is not None:
             check_int(_flag(flag), getattr(args, flag), low=low)
     space = load_space(args.space)
@@ -246,7 +249,8 @@ def _cmd_search(args) -> int:
         _check_writable_dir("--storage-path", Path(args.storage_path).expanduser())
     options = SearchOptions(tracking_uri=resolve_tracking_uri(args.tracking_uri), storage_path=args.storage_path,
                             resume=args.resume, num_samples=args.num_samples, max_concurrent=args.max_concurrent,
-                            seed=args.seed, budget=args.budget, confirm_seeds=args.confirm_seeds,
+                            seed=args.seed, budget=args.budget, choose_seeds=args.choose_seeds,
+                            judge_seeds=args.judge_seeds,
                             confirm=not args.no_confirm, optuna_storage=args.optuna_storage,
                             started_at=args.started_at)
     from raycse.report.tables import format_search_summary, format_timings
@@ -261,6 +265,10 @@ def _cmd_search(args) -> int:
         print(f"Report: {outcome.summary['report']}")
     finish(outcome, options.tracking_uri)
     print(format_timings(outcome.timings))
+    if outcome.model_version is not None:  # last: what to do next
+        from raycse.export import export_command
+
+        print(f"Export the winner with its model card: {export_command(outcome.experiment, options.tracking_uri)}")
     return 0 if outcome.winner is not None else 1
 
 
@@ -280,6 +288,35 @@ def _cmd_report(args) -> int:
 
     print(report_experiment(resolve_tracking_uri(args.tracking_uri), args.experiment, Path(args.output_dir),
                             args.optuna_storage))
+    return 0
+
+
+# ------------------------------------------------------------------------------------------- export
+def _add_export(sub) -> None:
+    p = sub.add_parser("export", help="the winner of an experiment's latest search as a sentence-transformers model "
+                                      "folder with a model card (README.md)")
+    p.add_argument("experiment", help="the MLflow experiment name (the space file's 'experiment')")
+    p.add_argument("dir", help="the folder to write (new, or empty)")
+    p.add_argument("--tracking-uri", default=None, help="default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db")
+    p.add_argument("--push-to-hub", default=None, metavar="REPO_ID",
+                   help="then upload the folder to this Hugging Face Hub repository (OWNER/NAME)")
+    p.add_argument("--private", action="store_true", help="with --push-to-hub: create the repository private")
+    p.set_defaults(func=_cmd_export)
+
+
+def _cmd_export(args) -> int:
+    from raycse.export import check_repo_id, check_target, export_winner, push_to_hub
+    from raycse.tracking import resolve_tracking_uri
+
+    if args.push_to_hub is not None:
+        check_repo_id(args.push_to_hub)
+    check_target(Path(args.dir).expanduser())
+    result = export_winner(resolve_tracking_uri(args.tracking_uri), args.experiment, Path(args.dir),
+                           model_id=args.push_to_hub)
+    print(f"Exported the winner of {args.experiment!r} (parent run {result.parent_run_id}) to {result.folder}: "
+          f"SentenceTransformer({str(result.folder)!r}) loads it; its model card is {result.folder / 'README.md'}")
+    if args.push_to_hub is not None:
+        print(f"Pushed to {push_to_hub(result.folder, args.push_to_hub, private=args.private)}")
     return 0
 
 
@@ -338,6 +375,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_train(sub)
     _add_search(sub)
     _add_report(sub)
+    _add_export(sub)
     _add_bench(sub)
     return parser
 

@@ -32,6 +32,7 @@ from raycse.records import (
     OBJECTIVE,
     SENTENCES_PER_S,
     STEP,
+    TOTAL_STEPS,
     TRAIN_LOSS,
     TRIAL_CHECKPOINT,
     TRIAL_COMPILE,
@@ -132,7 +133,7 @@ def simulated_trial(tune_config: dict, trials: SimulatedTrials, context, base_se
         if value > best:
             best, best_step = value, step
         timings[TRIAL_TRAIN] += trials.eval_interval_s
-        metrics = {STEP: step, OBJECTIVE: value, BEST_OBJECTIVE: best, BEST_STEP: best_step,
+        metrics = {STEP: step, TOTAL_STEPS: points[-1][0], OBJECTIVE: value, BEST_OBJECTIVE: best, BEST_STEP: best_step,
                    TRAIN_LOSS: 1.0 / (1.0 + step), SENTENCES_PER_S: sentences_per_eval / trials.eval_interval_s,
                    objective: value, **timings}
         if pace.due():

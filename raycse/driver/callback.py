@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ray import tune
 
+from raycse.driver import progress
 from raycse.driver.state import say
 from raycse.driver.write_queue import StepMetrics, WriteQueue
 from raycse.records import (
@@ -41,6 +42,7 @@ from raycse.records import (
     STEP,
     STEPS_TAG,
     STOPPED,
+    TOTAL_STEPS,
     TRAIN_LOSS,
     TRIAL_TAG,
     TRIAL_TIMING_KEYS,
@@ -102,6 +104,7 @@ class MlflowSearchCallback(tune.Callback):
 
     # ------------------------------------------------------------------------------ the loop's thread
     def on_trial_start(self, iteration, trials, trial, **info):
+        progress.trials_seen(trials, started=trial.trial_id)
         spec = self._spec(trial)
         config = self.space.trial_config(spec.sampled, spec.seed)
         tags = {TRIAL_TAG: trial.trial_id, STATUS_TAG: RUNNING, STAGE_TAG: spec.stage, SEED_TAG: spec.seed,
@@ -112,6 +115,9 @@ class MlflowSearchCallback(tune.Callback):
     def on_trial_result(self, iteration, trials, trial, result, **info):
         if result.get(REPLAYED):
             return
+        if not result.get(FINAL):
+            progress.trial_reported(trial.trial_id, result.get(STEP), result.get(TOTAL_STEPS),
+                                    result.get(BEST_OBJECTIVE))
         if result.get(FINAL):
             if result.get(DIVERGED_KEY):
                 self.log(f"trial {trial.trial_id}  diverged: {result.get(ERROR)}")
@@ -127,6 +133,7 @@ class MlflowSearchCallback(tune.Callback):
                  f"{result.get(SENTENCES_PER_S, 0):8.1f} sentences/s")
 
     def on_trial_complete(self, iteration, trials, trial, **info):
+        progress.trials_seen(trials, ended=trial.trial_id)
         last = trial.last_result or {}
         if last.get(REPLAYED):
             return
@@ -143,6 +150,7 @@ class MlflowSearchCallback(tune.Callback):
                                              line))
 
     def on_trial_error(self, iteration, trials, trial, **info):
+        progress.trials_seen(trials, ended=trial.trial_id)
         error = trial_error(trial)  # divergence never lands here: it ends a trial normally
         self.log(f"trial {trial.trial_id}  failed: {error}")
         tags = {STATUS_TAG: FAILED, ERROR_TAG: error, STEPS_TAG: (trial.last_result or {}).get(STEP, 0)}
