@@ -142,6 +142,7 @@ class Tracker:
         from mlflow.exceptions import MlflowException
         from mlflow.tracking import MlflowClient
 
+        from raycse import sqlite_wal
         from raycse.files import sqlite_creation_lock
 
         self.tracking_uri = tracking_uri
@@ -160,6 +161,7 @@ class Tracker:
         with sqlite_creation_lock(tracking_uri):  # the client creates the store's tables if it is new
             self.client = MlflowClient(tracking_uri=tracking_uri)
             found = self.client.get_experiment_by_name(experiment)
+            sqlite_wal.use_write_ahead_log(tracking_uri)  # the driver's commits wait for the disk once, not thrice
         if found is not None and found.lifecycle_stage == "deleted":
             self.client.restore_experiment(found.experiment_id)
         if found is None:

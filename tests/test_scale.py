@@ -131,3 +131,29 @@ def test_a_search_with_the_stand_in_trial_records_what_a_real_one_does(tmp_path,
     measured = LATENCIES.snapshot()
     assert measured["searcher.ask"]["count"] == 6 and measured["mlflow.log_metric_steps"]["count"] >= 1
     assert state.clock.cpu_seconds["time_search_s"] > 0
+
+
+def test_the_drivers_sqlite_stores_commit_in_write_ahead_log_mode(tmp_path):
+    """Optuna's study: WAL and synchronous=NORMAL on every connection, a restored (unpickled) storage too; MLflow's
+    store: its file switched to WAL. Both still read back what was written."""
+    import pickle
+    import sqlite3
+
+    import optuna
+
+    from raycse.driver.plan import optuna_rdb_storage
+    from raycse.tracking import Tracker
+
+    url = f"sqlite:///{tmp_path / 'optuna.db'}"
+    study = optuna.create_study(study_name="wal", storage=optuna_rdb_storage(url), direction="maximize")
+    trial = study.ask()
+    study.tell(trial, trial.suggest_float("tau", 0.01, 0.1))
+    for storage in (optuna_rdb_storage(url), pickle.loads(pickle.dumps(optuna_rdb_storage(url)))):
+        with storage.engine.connect() as connection:
+            settings = [connection.exec_driver_sql(f"PRAGMA {name}").scalar() for name in ("journal_mode",
+                                                                                             "synchronous")]
+        assert settings == ["wal", 1]  # 1: NORMAL
+        assert len(optuna.load_study(study_name="wal", storage=storage).trials) == 1
+    tracker = Tracker(f"sqlite:///{tmp_path / 'mlflow.db'}", "wal")
+    assert sqlite3.connect(tmp_path / "mlflow.db").execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    assert tracker.client.get_experiment_by_name("wal") is not None

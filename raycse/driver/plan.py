@@ -124,16 +124,18 @@ _CREATED_MEANWHILE = ("already exists", "duplicate key value")  # PostgreSQL's w
 
 
 def optuna_rdb_storage(url: str):
-    """Optuna's storage at `url`; a SQLite file waits up to a minute for another search's write lock.
+    """Optuna's storage at `url`; a SQLite file in write-ahead-log mode (raycse.sqlite_wal: a commit no longer waits
+    for the disk), waiting up to a minute for another search's write lock.
 
     Creating the storage creates its tables when the database has none: two searches that start together on one new
     SQLite file take turns (a lock beside the file); on a database server (PostgreSQL, MySQL) the one that loses the
     race gets a duplicate-key error, and tries again, now finding the tables."""
     import optuna
 
+    from raycse import sqlite_wal
     from raycse.files import sqlite_creation_lock
 
-    engine_kwargs = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {}
+    engine_kwargs = sqlite_wal.engine_kwargs(url)
     for attempt in range(5):
         try:
             with sqlite_creation_lock(url):
