@@ -3,7 +3,11 @@
 Everything goes through an explicit `MlflowClient` and run ids (no global "active run"), so the search
 driver can write every trial's run from one process, one thread. Two searches (or a search and the MLflow UI)
 may still share one SQLite store: SQLite then answers "database is locked" when a write meets another's
-transaction beyond MLflow's busy timeout, and every call here retries such errors with backoff.
+transaction beyond MLflow's busy timeout, and every call here retries such errors with backoff. A tracking server
+(or a database) that stops answering, say while it restarts, is waited for too: with backoff, for at most
+$RAYCSE_TRACKING_WAIT_S seconds (600 by default), and with one line on stderr when the wait starts; MLflow's own
+retries of an HTTP request are cut to two (unless $MLFLOW_HTTP_REQUEST_MAX_RETRIES says otherwise) so that the
+wait is this one, bounded and said. Every call's duration is kept in `raycse.latency`.
 Parameters are logged under the papers' names (tau, m, lambda, tau_dcl, phi, k, ...).
 """
 from __future__ import annotations
@@ -12,31 +16,95 @@ import functools
 import math
 import os
 import random
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from raycse.errors import ConfigError
+from raycse.latency import LATENCIES
 from raycse.records import LOST, PARENT_RUN_TAG, STATUS_TAG, TRIAL_TAG
 
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 SECRET_MARKERS = ("password", "secret", "token", "key", "credential")
 LOCK_RETRIES = 8  # attempts beyond the first for a call that met a locked SQLite database (~1 minute in all)
 _LOCKED = ("database is locked", "database table is locked", "sqlite3.OperationalError) unable to open")
+WAIT_ENV = "RAYCSE_TRACKING_WAIT_S"  # the longest a call waits for a store that does not answer
+DEFAULT_WAIT_S = 600.0
+HTTP_RETRIES = "2"  # MLflow's own retries of one HTTP request (about 6 s), unless the environment sets them
+# A server that does not answer (stopped, restarting, behind a proxy that says so), or a database that went away:
+# urllib3's words inside MLflow's "API request ... failed", and psycopg2's / PyMySQL's
+_UNREACHABLE = ("Connection refused", "Failed to establish a new connection", "Connection aborted",
+                "Connection reset", "RemoteDisconnected", "too many 502 error", "too many 503 error",
+                "too many 504 error", "could not connect to server", "server closed the connection unexpectedly",
+                "terminating connection due to administrator command", "Can't connect to MySQL server")
 
 
-def retry_when_locked(call):
-    """Retry `call` with jittered exponential backoff while SQLite reports a lock held by another writer."""
+class _Outage:
+    """The store's current outage, shared by every call of this process: when it began and how often the calls
+    waited; its one line is written when it begins."""
+
+    def __init__(self) -> None:
+        self.since: float | None = None
+        self.waits = 0
+
+    def delay(self, err: Exception, uri: str) -> float | None:
+        """Seconds to wait before the next attempt, or None when the outage has lasted the longest wait."""
+        now = time.monotonic()
+        limit = float(os.environ.get(WAIT_ENV) or DEFAULT_WAIT_S)
+        if self.since is None:
+            self.since, self.waits = now, 0
+            reason = next(marker for marker in _UNREACHABLE if marker in str(err))
+            print(f"raycse: the MLflow store at {uri} does not answer ({reason}): retrying with backoff for up to "
+                  f"{limit:.0f} s", file=sys.stderr, flush=True)
+        left = self.since + limit - now
+        if left <= 0:
+            return None
+        self.waits += 1
+        return min(left, min(30.0, 2.0 ** min(self.waits, 5)) * (0.5 + random.random() / 2))
+
+    def over(self) -> None:
+        self.since = None
+
+
+_OUTAGE = _Outage()
+
+
+def retried(call):
+    """Retry a Tracker call while its store is briefly unavailable, and time it (raycse.latency, `mlflow.<name>`).
+
+    A locked SQLite database (another writer's transaction) is retried silently with jittered exponential backoff,
+    about a minute in all. A server or database that does not answer is waited for with backoff up to
+    $RAYCSE_TRACKING_WAIT_S seconds in all, saying so once; then the error is raised. A request whose connection
+    broke after the server received it may be applied twice: MLflow's own retries do the same.
+    """
+    kind = f"mlflow.{call.__name__}"
+
     @functools.wraps(call)
     def wrapper(*args, **kwargs):
-        for attempt in range(LOCK_RETRIES + 1):
-            try:
-                return call(*args, **kwargs)
-            except Exception as err:  # MlflowException and SQLAlchemy's OperationalError both carry the text
-                if attempt == LOCK_RETRIES or not any(marker in str(err) for marker in _LOCKED):
-                    raise
-                time.sleep(min(16.0, 0.25 * 2 ** attempt) * (0.5 + random.random()))
+        started, locked = time.perf_counter(), 0
+        try:
+            while True:
+                try:
+                    result = call(*args, **kwargs)
+                    _OUTAGE.over()
+                    return result
+                except Exception as err:  # MlflowException, SQLAlchemy's and the drivers' errors all carry the text
+                    text = str(err)
+                    if locked < LOCK_RETRIES and any(marker in text for marker in _LOCKED):
+                        time.sleep(min(16.0, 0.25 * 2 ** locked) * (0.5 + random.random()))
+                        locked += 1
+                        continue
+                    if not any(marker in text for marker in _UNREACHABLE):
+                        raise
+                    delay = _OUTAGE.delay(err, getattr(args[0], "tracking_uri", "?") if args else "?")
+                    if delay is None:
+                        raise
+                    time.sleep(delay)
+        finally:
+            LATENCIES.record(kind, time.perf_counter() - started)
     return wrapper
+
 
 
 def resolve_tracking_uri(cli_value: str | None = None) -> str:
@@ -60,23 +128,27 @@ def training_params(config: dict[str, Any]) -> dict[str, Any]:
 
 
 class Tracker:
-    """A thin, explicit wrapper over MlflowClient for one experiment; every call retries a locked SQLite store.
+    """A thin, explicit wrapper over MlflowClient for one experiment; every call waits out a locked SQLite store or a
+    server that does not answer (`retried`).
 
     The only way into MLflow: every module that records or reads a run goes through a Tracker. `Tracker(uri,
     name)` creates the store and the experiment when missing (a run is about to be written); `Tracker.existing`
     opens them only if they exist (a reader must never create anything).
     """
 
-    @retry_when_locked
+    @retried
     def __init__(self, tracking_uri: str, experiment: str, create: bool = True):
         import mlflow
         from mlflow.exceptions import MlflowException
         from mlflow.tracking import MlflowClient
 
+        from raycse import sqlite_wal
         from raycse.files import sqlite_creation_lock
 
         self.tracking_uri = tracking_uri
         self.experiment = experiment
+        if tracking_uri.startswith(("http://", "https://")):  # a wait beyond a blip is `retried`'s, said and bounded
+            os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", HTTP_RETRIES)
         if not create:
             self.client = MlflowClient(tracking_uri=tracking_uri)
             found = self.client.get_experiment_by_name(experiment)
@@ -89,6 +161,7 @@ class Tracker:
         with sqlite_creation_lock(tracking_uri):  # the client creates the store's tables if it is new
             self.client = MlflowClient(tracking_uri=tracking_uri)
             found = self.client.get_experiment_by_name(experiment)
+            sqlite_wal.use_write_ahead_log(tracking_uri)  # the driver's commits wait for the disk once, not thrice
         if found is not None and found.lifecycle_stage == "deleted":
             self.client.restore_experiment(found.experiment_id)
         if found is None:
@@ -109,28 +182,28 @@ class Tracker:
         return cls(tracking_uri, experiment, create=False)
 
     # runs
-    @retry_when_locked
+    @retried
     def start_run(self, name: str, tags: dict[str, str] | None = None, parent_run_id: str | None = None) -> str:
-        tags = dict(tags or {})
+        tags = {key: str(value) for key, value in (tags or {}).items()}  # a server's protocol takes strings only
         if parent_run_id:
             tags[PARENT_RUN_TAG] = parent_run_id
         return self.client.create_run(self.experiment_id, run_name=name, tags=tags).info.run_id
 
-    @retry_when_locked
+    @retried
     def find_run(self, tag: str, value: str) -> str | None:
         runs = self.client.search_runs([self.experiment_id], filter_string=f"tags.`{tag}` = '{value}'", max_results=1)
         return runs[0].info.run_id if runs else None
 
-    @retry_when_locked
+    @retried
     def end_run(self, run_id: str, status: str = "FINISHED") -> None:
         self.client.set_terminated(run_id, status=status)
 
-    @retry_when_locked
+    @retried
     def reopen_run(self, run_id: str) -> None:
         """A run continued after a kill (--resume) is RUNNING again."""
         self.client.update_run(run_id, status="RUNNING")
 
-    @retry_when_locked
+    @retried
     def run(self, run_id: str):
         """The MLflow run (info, params, metrics, tags)."""
         return self.client.get_run(run_id)
@@ -138,7 +211,7 @@ class Tracker:
     def tags(self, run_id: str) -> dict[str, str]:
         return dict(self.run(run_id).data.tags)
 
-    @retry_when_locked
+    @retried
     def runs(self, filter_string: str = "", max_results: int = 50000, order_by: list[str] | None = None) -> list:
         """The experiment's runs matching an MLflow filter."""
         return self.client.search_runs([self.experiment_id], filter_string=filter_string, max_results=max_results,
@@ -149,16 +222,16 @@ class Tracker:
         where = f"tags.`{PARENT_RUN_TAG}` = '{parent_run_id}'" + (f" and {condition}" if condition else "")
         return self.runs(where)
 
-    @retry_when_locked
+    @retried
     def metric_history(self, run_id: str, key: str) -> list[tuple[int, float]]:
         """(step, value) of every logged value of a metric, by step."""
         return sorted((m.step, m.value) for m in self.client.get_metric_history(run_id, key))
 
-    @retry_when_locked
+    @retried
     def download_artifact(self, run_id: str, path: str, destination: str) -> str:
         return self.client.download_artifacts(run_id, path, destination)
 
-    @retry_when_locked
+    @retried
     def mark_orphans_killed(self, parent_run_id: str) -> int:
         """Children left RUNNING by a killed driver become KILLED (a resumed trial reopens its own)."""
         runs = self.child_runs(parent_run_id, "attributes.status = 'RUNNING'")
@@ -166,7 +239,7 @@ class Tracker:
             self.client.set_terminated(run.info.run_id, status="KILLED")
         return len(runs)
 
-    @retry_when_locked
+    @retried
     def drop_unrecorded_trials(self, parent_run_id: str, stage_tag: tuple[str, str], recorded: set[str]) -> list[str]:
         """Delete the unfinished child runs of one stage whose trial Tune's experiment does not hold.
 
@@ -187,43 +260,52 @@ class Tracker:
         return dropped
 
     # contents
-    @retry_when_locked
-    def log_params(self, run_id: str, params: dict[str, Any]) -> None:
+    @retried
+    def log_params(self, run_id: str, params: dict[str, Any], new_run: bool = False) -> None:
+        """Log the parameters the run does not hold yet (MLflow refuses to change one); a run created just now holds
+        none, and is not asked."""
         from mlflow.entities import Param
 
-        existing = self.client.get_run(run_id).data.params
+        existing = {} if new_run else self.client.get_run(run_id).data.params
         new = [Param(k, str(v)[:6000]) for k, v in params.items() if k not in existing]
         if new:
             self.client.log_batch(run_id, params=new)
 
-    @retry_when_locked
     def log_metrics(self, run_id: str, metrics: dict[str, float], step: int | None = None) -> None:
+        self.log_metric_steps(run_id, [(step or 0, metrics)])
+
+    @retried
+    def log_metric_steps(self, run_id: str, steps: list[tuple[int, dict[str, float]]]) -> None:
+        """Several steps' metrics of one run in one request (MLflow takes up to 1,000 values a request)."""
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
-        batch = [Metric(k, float(v), now, step or 0) for k, v in metrics.items()
+        batch = [Metric(k, float(v), now, step) for step, metrics in steps for k, v in metrics.items()
                  if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
-        if batch:
-            self.client.log_batch(run_id, metrics=batch)
+        for start in range(0, len(batch), 1000):
+            self.client.log_batch(run_id, metrics=batch[start:start + 1000])
 
-    @retry_when_locked
+    @retried
     def set_tags(self, run_id: str, tags: dict[str, Any]) -> None:
-        for key, value in tags.items():
-            self.client.set_tag(run_id, key, str(value)[:5000])
+        """All of them in one request (one transaction of the store)."""
+        from mlflow.entities import RunTag
 
-    @retry_when_locked
+        if tags:
+            self.client.log_batch(run_id, tags=[RunTag(key, str(value)[:5000]) for key, value in tags.items()])
+
+    @retried
     def log_artifacts(self, run_id: str, local_dir: str, artifact_path: str) -> None:
         self.client.log_artifacts(run_id, local_dir, artifact_path)
 
-    @retry_when_locked
+    @retried
     def log_artifact(self, run_id: str, local_file: str, artifact_path: str | None = None) -> None:
         self.client.log_artifact(run_id, local_file, artifact_path)
 
-    @retry_when_locked
+    @retried
     def log_dict(self, run_id: str, payload: dict, artifact_file: str) -> None:
         self.client.log_dict(run_id, payload, artifact_file)
 
-    @retry_when_locked
+    @retried
     def register_model(self, run_id: str, artifact_path: str, name: str) -> str:
         """A model version whose source is the run's checkpoint artifact (HF + sentence-transformers files)."""
         from mlflow.exceptions import MlflowException

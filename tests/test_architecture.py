@@ -15,7 +15,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "raycse"
 
 # Lowest first. A module may import modules of its own layer or of a lower one, never of a higher one.
 LAYERS = [
-    ("leaves", ["errors", "records", "files", "stats", "seeds", "distributed", "ray_runtime", "tokens", "tracking"]),
+    ("leaves", ["errors", "records", "files", "stats", "seeds", "distributed", "ray_runtime", "tokens", "latency",
+                "sqlite_wal", "tracking"]),
     ("losses", ["losses"]),
     ("data, model, evaluation", ["row_dropout", "model_loading", "sentence_transformers_files", "model", "data",
                                  "sts_data", "evaluation", "batches"]),

@@ -1,11 +1,13 @@
 """Tune -> MLflow, in the driver: every trial of every stage becomes a child run of the search's parent run.
 
-Only the driver writes to MLflow (one process, one thread), so a SQLite store is never written by the trials'
-processes at once. A trial's run is opened when it starts, gets its step-indexed evaluations, and is ended FINISHED
-when the trial completes: from then on `raycse.driver.trial` never trains it again (it replays the recorded result).
+Only the driver writes to MLflow (one process; the trials' runs from one thread of its own, beside Tune's loop), so
+a SQLite store is never written by the trials' processes at once. A trial's run is opened when it starts, gets its
+step-indexed evaluations, and is ended FINISHED when the trial completes: from then on `raycse.driver.trial` never
+trains it again (it replays the recorded result).
 """
 from __future__ import annotations
 
+import functools
 import math
 import re
 from pathlib import Path
@@ -14,6 +16,7 @@ from ray import tune
 
 from raycse.driver import progress
 from raycse.driver.state import say
+from raycse.driver.write_queue import StepMetrics, WriteQueue
 from raycse.records import (
     BEST_OBJECTIVE,
     BEST_STEP,
@@ -57,17 +60,32 @@ def step_metrics(result: dict) -> dict[str, float]:
 
 
 class MlflowSearchCallback(tune.Callback):
+    """Tune's events become MLflow writes, queued to a thread of their own (raycse.driver.write_queue) so that Tune's
+    loop never waits on MLflow, and flushed at each of Tune's snapshots of the experiment (`get_state`) and at its
+    end: a snapshot never holds a result, nor a trial's end, that MLflow does not.
+
+    A trial's run is created when the trial first starts. A callback that Tune restored (--resume) finds the runs
+    its trials already have with one query of the parent's children, the first time it needs one: never a query
+    per trial, which would grow with the search. Everything about runs happens on the writer's thread; the loop's
+    thread reads the trial and prints its lines."""
+
     def __init__(self, tracking_uri: str, experiment: str, parent_run_id: str, space: SearchSpace, log=say):
         self.tracking_uri, self.experiment, self.space = tracking_uri, experiment, space
         self.parent_run_id = parent_run_id
         self.log = log
-        self.run_ids: dict[str, str] = {}
+        self.run_ids: dict[str, str] = {}  # the writer's thread's
         self._tracker = None
+        self._writes: WriteQueue | None = None
+        self._recorded: dict[str, str] | None = {}  # trial id -> run id of runs made before; None: not read yet
 
-    def __getstate__(self):  # Tune pickles its run config; the MLflow client is re-created on demand
+    def __getstate__(self):  # Tune pickles its run config; the MLflow client and the queue are re-created on demand
         state = dict(self.__dict__)
-        state["_tracker"] = None
+        state["_tracker"] = state["_writes"] = None
         return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._recorded = None  # unpickled: this may be a resumed search, whose earlier runs are read when needed
 
     @property
     def tracker(self) -> Tracker:
@@ -75,30 +93,24 @@ class MlflowSearchCallback(tune.Callback):
             self._tracker = Tracker(self.tracking_uri, self.experiment)
         return self._tracker
 
+    @property
+    def writes(self) -> WriteQueue:
+        if self._writes is None:
+            self._writes = WriteQueue(self._write_metrics)
+        return self._writes
+
     def _spec(self, trial) -> TrialSpec:
         return TrialSpec.of(trial.config, self.space.base.seed)
 
-    def _run(self, trial) -> str:
-        run_id = self.run_ids.get(trial.trial_id) or self.tracker.find_run(TRIAL_TAG, trial.trial_id)
-        if run_id is None:
-            spec = self._spec(trial)
-            run_id = self.tracker.start_run(
-                trial.trial_id, parent_run_id=self.parent_run_id,
-                tags={TRIAL_TAG: trial.trial_id, STATUS_TAG: RUNNING, STAGE_TAG: spec.stage,
-                      SEED_TAG: spec.seed, CONFIG_KEY_TAG: self.space.config_key(spec.sampled)})
-        self.run_ids[trial.trial_id] = run_id
-        return run_id
-
+    # ------------------------------------------------------------------------------ the loop's thread
     def on_trial_start(self, iteration, trials, trial, **info):
         progress.trials_seen(trials, started=trial.trial_id)
-        run_id = self._run(trial)
-        if self.tracker.run(run_id).info.status == "FINISHED":
-            return  # recorded already: the trial only replays its result (raycse.driver.trial.replayed_result)
-        self.tracker.reopen_run(run_id)
         spec = self._spec(trial)
         config = self.space.trial_config(spec.sampled, spec.seed)
-        self.tracker.log_params(run_id, {"loss_family": self.space.family_of(spec.sampled),
-                                         **training_params(config.to_dict())})
+        tags = {TRIAL_TAG: trial.trial_id, STATUS_TAG: RUNNING, STAGE_TAG: spec.stage, SEED_TAG: spec.seed,
+                CONFIG_KEY_TAG: self.space.config_key(spec.sampled)}
+        params = {"loss_family": self.space.family_of(spec.sampled), **training_params(config.to_dict())}
+        self.writes.submit(functools.partial(self._start, trial.trial_id, tags, params))
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
         if result.get(REPLAYED):
@@ -106,14 +118,13 @@ class MlflowSearchCallback(tune.Callback):
         if not result.get(FINAL):
             progress.trial_reported(trial.trial_id, result.get(STEP), result.get(TOTAL_STEPS),
                                     result.get(BEST_OBJECTIVE))
-        run_id = self._run(trial)
         if result.get(FINAL):
             if result.get(DIVERGED_KEY):
                 self.log(f"trial {trial.trial_id}  diverged: {result.get(ERROR)}")
-            self.tracker.log_metrics(run_id, {k: result[k] for k in (*FINAL_KEYS, *TRIAL_TIMING_KEYS, BEST_OBJECTIVE,
-                                                                     BEST_STEP) if k in result})
+            final = {k: result[k] for k in (*FINAL_KEYS, *TRIAL_TIMING_KEYS, BEST_OBJECTIVE, BEST_STEP) if k in result}
+            self.writes.submit(functools.partial(self._metrics, trial.trial_id, final))
             return
-        self.tracker.log_metrics(run_id, step_metrics(result), step=int(result[STEP]))
+        self.writes.submit(StepMetrics(trial.trial_id, int(result[STEP]), step_metrics(result)))
         spec = self._spec(trial)
         self.log(f"trial {trial.trial_id}  {spec.stage:<7} {self.space.family_of(spec.sampled):<13} "
                  f"seed {spec.seed:<4} step {int(result[STEP]):>6}  "
@@ -123,29 +134,76 @@ class MlflowSearchCallback(tune.Callback):
 
     def on_trial_complete(self, iteration, trials, trial, **info):
         progress.trials_seen(trials, ended=trial.trial_id)
-        run_id = self._run(trial)
         last = trial.last_result or {}
         if last.get(REPLAYED):
             return
         checkpoint = getattr(trial, "checkpoint", None)
         tags = {STEPS_TAG: last.get(STEP, 0), CHECKPOINT_TAG: checkpoint.path if checkpoint else ""}
         if last.get(DIVERGED_KEY):
-            self.tracker.set_tags(run_id, {STATUS_TAG: DIVERGED, ERROR_TAG: last.get(ERROR, ""), **tags})
-            self.tracker.end_run(run_id, "FAILED")
+            tags.update({STATUS_TAG: DIVERGED, ERROR_TAG: last.get(ERROR, "")})
+            self.writes.submit(functools.partial(self._end, trial.trial_id, tags, "FAILED"))
             return
         status = FINISHED if last.get(FINAL) else STOPPED
-        self.tracker.set_tags(run_id, {STATUS_TAG: status, **tags})
-        self.tracker.end_run(run_id, "FINISHED")  # from here on the trial is done, whatever happens to the driver
-        self.log(f"trial {trial.trial_id}  {status}: best objective {last.get(BEST_OBJECTIVE, math.nan):.2f}")
+        # from the write on, the trial is done, whatever happens to the driver; its line says so once it is written
+        line = f"trial {trial.trial_id}  {status}: best objective {last.get(BEST_OBJECTIVE, math.nan):.2f}"
+        self.writes.submit(functools.partial(self._end, trial.trial_id, {STATUS_TAG: status, **tags}, "FINISHED",
+                                             line))
 
     def on_trial_error(self, iteration, trials, trial, **info):
         progress.trials_seen(trials, ended=trial.trial_id)
-        run_id = self._run(trial)
         error = trial_error(trial)  # divergence never lands here: it ends a trial normally
         self.log(f"trial {trial.trial_id}  failed: {error}")
-        self.tracker.set_tags(run_id, {STATUS_TAG: FAILED, ERROR_TAG: error,
-                                       STEPS_TAG: (trial.last_result or {}).get(STEP, 0)})
-        self.tracker.end_run(run_id, "FAILED")
+        tags = {STATUS_TAG: FAILED, ERROR_TAG: error, STEPS_TAG: (trial.last_result or {}).get(STEP, 0)}
+        self.writes.submit(functools.partial(self._end, trial.trial_id, tags, "FAILED"))
+
+    def get_state(self):
+        """Called by Tune as it snapshots the experiment: MLflow first catches up with everything the snapshot holds.
+        No state of its own to save (None)."""
+        if self._writes is not None:
+            self._writes.flush()
+        return None
+
+    def on_experiment_end(self, trials, **info):
+        if self._writes is not None:
+            self._writes.close()
+            self._writes = None
+
+    # ------------------------------------------------------------------------------ the writer's thread
+    def _recorded_run(self, trial_id: str) -> str | None:
+        if self._recorded is None:
+            self._recorded = {run.data.tags[TRIAL_TAG]: run.info.run_id
+                              for run in self.tracker.child_runs(self.parent_run_id) if TRIAL_TAG in run.data.tags}
+        return self._recorded.get(trial_id)
+
+    def _run(self, trial_id: str, tags: dict | None = None) -> tuple[str, bool]:
+        """The trial's run id, and whether it was created just now (with `tags`)."""
+        run_id = self.run_ids.get(trial_id) or self._recorded_run(trial_id)
+        created = run_id is None
+        if created:
+            run_id = self.tracker.start_run(trial_id, parent_run_id=self.parent_run_id, tags=tags)
+        self.run_ids[trial_id] = run_id
+        return run_id, created
+
+    def _start(self, trial_id: str, tags: dict, params: dict) -> None:
+        run_id, created = self._run(trial_id, tags)
+        if not created:  # a trial continued after a kill or a crash, or one MLflow holds as finished
+            if self.tracker.run(run_id).info.status == "FINISHED":
+                return  # recorded already: the trial only replays its result (raycse.driver.replay.replayed_result)
+            self.tracker.reopen_run(run_id)
+        self.tracker.log_params(run_id, params, new_run=created)
+
+    def _write_metrics(self, trial_id: str, steps: list[tuple[int, dict]]) -> None:
+        self.tracker.log_metric_steps(self._run(trial_id)[0], steps)
+
+    def _metrics(self, trial_id: str, metrics: dict) -> None:
+        self.tracker.log_metrics(self._run(trial_id)[0], metrics)
+
+    def _end(self, trial_id: str, tags: dict, status: str, line: str | None = None) -> None:
+        run_id = self._run(trial_id)[0]
+        self.tracker.set_tags(run_id, tags)
+        self.tracker.end_run(run_id, status)
+        if line:
+            self.log(line)
 
 
 def trial_error(trial) -> str:

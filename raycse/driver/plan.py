@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -109,15 +110,30 @@ def default_optuna_storage(tracking_uri: str) -> str:
     return f"sqlite:///{(folder / 'optuna.db').resolve()}"
 
 
+_CREATED_MEANWHILE = ("already exists", "duplicate key value")  # PostgreSQL's words, MySQL's
+
+
 def optuna_rdb_storage(url: str):
-    """Optuna's storage at `url`; a SQLite file waits up to a minute for another search's write lock."""
+    """Optuna's storage at `url`; a SQLite file in write-ahead-log mode (raycse.sqlite_wal: a commit no longer waits
+    for the disk), waiting up to a minute for another search's write lock.
+
+    Creating the storage creates its tables when the database has none: two searches that start together on one new
+    SQLite file take turns (a lock beside the file); on a database server (PostgreSQL, MySQL) the one that loses the
+    race gets a duplicate-key error, and tries again, now finding the tables."""
     import optuna
 
+    from raycse import sqlite_wal
     from raycse.files import sqlite_creation_lock
 
-    engine_kwargs = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {}
-    with sqlite_creation_lock(url):  # creating the storage creates its tables if the file is new
-        return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs)
+    engine_kwargs = sqlite_wal.engine_kwargs(url)
+    for attempt in range(5):
+        try:
+            with sqlite_creation_lock(url):
+                return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs)
+        except Exception as err:  # SQLAlchemy's IntegrityError or ProgrammingError, by driver
+            if attempt == 4 or not any(marker in str(err) for marker in _CREATED_MEANWHILE):
+                raise
+            time.sleep(0.5 * (attempt + 1))
 
 
 def check_new_study(optuna_storage: str, study_name: str) -> None:

@@ -52,6 +52,11 @@ def check_order(stages: tuple[Stage, ...]) -> None:
 
 def run_search(space: SearchSpace, options: SearchOptions, log=say) -> SearchOutcome:
     """Run (or resume) every stage of a search; the space given is left as it is."""
+    return run_stages(space, options, log).outcome
+
+
+def run_stages(space: SearchSpace, options: SearchOptions, log=say) -> SearchState:
+    """`run_search`, returning the search's whole state (its clock included: benchmarks/scale.py reads it)."""
     check_order(STAGES)
     state = SearchState(space=space, options=options, log=log)
     state.clock = PhaseClock(options.started_at)
@@ -62,7 +67,7 @@ def run_search(space: SearchSpace, options: SearchOptions, log=say) -> SearchOut
                 with state.clock.phase(stage.name):
                     stage.run(state)
     state.outcome.timings = state.outcome.summary["timings"] = state.timings()
-    return state.outcome
+    return state
 
 
 def finish(outcome: SearchOutcome, tracking_uri: str) -> None:

@@ -7,20 +7,37 @@ strategies can be compared at equal compute (benchmarks/search_quality.py).
 """
 from __future__ import annotations
 
+import time
+
 from ray import tune
 from ray.tune.search.optuna import OptunaSearch
 
+from raycse.latency import LATENCIES
 from raycse.records import DIVERGED_KEY, FINAL, RAY_TRIAL_ID
+
+
+def study_size_bucket(number: int) -> int:
+    """The power of two above an Optuna trial's number: its ask or tell found fewer trials than this in the study
+    (`searcher.ask/<bucket>` in raycse.latency: how the sampler's cost grows with the study)."""
+    return 1 << number.bit_length()
 
 
 class TaggedOptunaSearch(OptunaSearch):
     """Also safe on --resume: a trial that Optuna already holds as finished (told before a kill, then replayed by
-    raycse.driver.trial) is neither reported nor told again, which the persistent study would refuse."""
+    raycse.driver.trial) is neither reported nor told again, which the persistent study would refuse.
+
+    Each ask (sampling and the study's new trial), report (an intermediate value) and tell is timed in
+    raycse.latency, overall and by the study's size (benchmarks/scale.py)."""
 
     def suggest(self, trial_id: str):
+        started = time.perf_counter()
         config = super().suggest(trial_id)
         if trial_id in self._ot_trials:
-            self._ot_trials[trial_id].set_user_attr(RAY_TRIAL_ID, trial_id)
+            trial = self._ot_trials[trial_id]
+            trial.set_user_attr(RAY_TRIAL_ID, trial_id)
+            seconds = time.perf_counter() - started
+            LATENCIES.record("searcher.ask", seconds)
+            LATENCIES.record(f"searcher.ask/{study_size_bucket(trial.number)}", seconds)
         return config
 
     def _finished_in_study(self, trial_id: str) -> bool:
@@ -31,13 +48,15 @@ class TaggedOptunaSearch(OptunaSearch):
 
     def on_trial_result(self, trial_id: str, result: dict):
         # an evaluation is an intermediate value; a trial's final report (its best) is told on completion instead
-        if not self._finished_in_study(trial_id) and not result.get(FINAL):
-            super().on_trial_result(trial_id, result)
+        with LATENCIES.timed("searcher.report"):
+            if not self._finished_in_study(trial_id) and not result.get(FINAL):
+                super().on_trial_result(trial_id, result)
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False):
         """What the study learns from a trial means the same for every trial: a finished trial is COMPLETE with
         its best objective; one ASHA stopped is PRUNED (TPE ranks it by its last intermediate value and step); a
         diverged one FAILED, never a made-up worst objective."""
+        started = time.perf_counter()
         if self._finished_in_study(trial_id):
             self._completed_trials.add(trial_id)
             return
@@ -46,6 +65,10 @@ class TaggedOptunaSearch(OptunaSearch):
         elif result and not result.get(FINAL):
             result = None  # no value and no error: Ray's OptunaSearch tells it PRUNED
         super().on_trial_complete(trial_id, result, error)
+        seconds = time.perf_counter() - started
+        LATENCIES.record("searcher.tell", seconds)
+        if trial_id in self._ot_trials:
+            LATENCIES.record(f"searcher.tell/{study_size_bucket(self._ot_trials[trial_id].number)}", seconds)
 
 
 def fail_unrecorded_trials(study, recorded: set[str]) -> list[int]:

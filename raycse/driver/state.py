@@ -48,25 +48,33 @@ class SearchOptions:
     scheduler: str | None = None  # "asha" | "fifo": overrides the space file's
     grace_evals: int | None = None  # overrides the space file's ASHA grace period (in evaluations)
     max_total_steps: int | None = None  # stop the search stage once its trials took this many steps in all
+    # What every trial runs instead of training: an object whose `.trainable(plan, context)` gives the Tune function
+    # (None: raycse's training, raycse.driver.trial.run_trial). benchmarks/scale.py measures the driver at scale with
+    # a stand-in that replays a dev curve (raycse.bench.simulated_trial).
+    trial_stand_in: Any = None
 
 
 class PhaseClock:
-    """Wall-clock seconds by phase, contiguous from the command's start: the phases add up to the total."""
+    """Wall-clock seconds by phase, contiguous from the command's start: the phases add up to the total. Also the
+    driver process's CPU seconds by phase (all its threads: Tune's loop, Ray's, MLflow's), in `cpu_seconds`."""
 
     def __init__(self, started_at: float):
         self.started_at = self.mark = started_at
         self.seconds: dict[str, float] = {}
+        self.cpu_seconds: dict[str, float] = {}
 
     @contextlib.contextmanager
     def phase(self, name: str):
         from raycse.records import phase_key
 
+        cpu = time.process_time()
         try:
             yield
         finally:
             now = time.perf_counter()
             key = phase_key(name)
             self.seconds[key] = self.seconds.get(key, 0.0) + now - self.mark
+            self.cpu_seconds[key] = self.cpu_seconds.get(key, 0.0) + time.process_time() - cpu
             self.mark = now
 
     def total(self) -> float:

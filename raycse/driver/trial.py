@@ -22,26 +22,22 @@ from pathlib import Path
 from typing import Any
 
 from raycse.config import TrainConfig
+from raycse.driver.pacing import CheckpointPace
+from raycse.driver.replay import TrialContext, replayed_result
 from raycse.evaluation import DevObjective
 from raycse.records import (
     BEST_OBJECTIVE,
     BEST_STEP,
-    CHECKPOINT_PATH,
-    CHECKPOINT_TAG,
     COMPILE_DECISION,
     DIVERGED_KEY,
     ERROR,
     FINAL,
     FINAL_KEYS,
-    FINISHED,
     JUDGE,
     OBJECTIVE,
-    REPLAYED,
     REPORTED_AT,
     SENTENCES_PER_S,
-    STATUS_TAG,
     STEP,
-    STEPS_TAG,
     TOTAL_STEPS,
     TRAIN_LOSS,
     TRIAL_CHECKPOINT,
@@ -49,7 +45,6 @@ from raycse.records import (
     TRIAL_EVAL,
     TRIAL_STARTED_AT,
     TRIAL_STARTUP,
-    TRIAL_TAG,
     TRIAL_TIMING_KEYS,
     TRIAL_TRAIN,
     loss_stat,
@@ -59,12 +54,6 @@ from raycse.space import SearchSpace, TrialSpec
 COMPILE_RECORD = "raycse-compile-seconds.json"  # per node, in the system's temp directory
 
 
-@dataclasses.dataclass(frozen=True)
-class TrialContext:
-    """What a trial needs besides the space: where MLflow is (for the replay check) and this trial's ids."""
-
-    tracking_uri: str
-    experiment: str
 
 
 # ------------------------------------------------------------------------------------------ reports
@@ -105,8 +94,10 @@ def diverged_metrics(err, last_eval: dict) -> dict[str, Any]:
 
 
 def train_and_report(config: TrainConfig, report, resume: bool, worker_start_s: float = 0.0,
-                     shared_tokens=None) -> None:
-    """Train, calling `report(metrics, checkpoint_dir)` at each evaluation and once at the end (final results)."""
+                     shared_tokens=None, pace: CheckpointPace | None = None) -> None:
+    """Train, calling `report(metrics, checkpoint_dir)` at each evaluation and once at the end (final results).
+    With a `pace`, an evaluation's report carries its checkpoint only when one is due (driver/pacing.py); the final
+    report always does."""
     from raycse.trainer import TrainingDiverged, train
 
     last_eval: dict[str, Any] = {TRIAL_STARTUP: worker_start_s}
@@ -116,9 +107,13 @@ def train_and_report(config: TrainConfig, report, resume: bool, worker_start_s: 
         nonlocal extra_checkpoint_s
         metrics = eval_metrics(eval_report, extra_checkpoint_s, worker_start_s)
         last_eval.update(metrics)
+        checkpoint = eval_report.checkpoint if pace is None or pace.due() else None
         clock = time.perf_counter()
-        report(metrics, eval_report.checkpoint)
-        extra_checkpoint_s += time.perf_counter() - clock  # Tune's copy of the checkpoint to storage
+        report(metrics, checkpoint)
+        if checkpoint is not None:
+            extra_checkpoint_s += time.perf_counter() - clock  # Tune's copy of the checkpoint to storage
+            if pace is not None:
+                pace.handed()
 
     record = _compile_record()
     try:
@@ -152,31 +147,6 @@ def _write_compile_record(seconds: float) -> None:
         write_json_atomic(Path(tempfile.gettempdir()) / COMPILE_RECORD, {"seconds": seconds})
     except OSError:
         pass  # a missing record only makes the next decision use the default estimate
-
-
-# --------------------------------------------------------------------------- finished means finished
-def replayed_result(context: TrialContext, trial_id: str) -> dict | None:
-    """The recorded final result of a trial whose MLflow run the driver already FINISHED, else None."""
-    from raycse.errors import ConfigError
-    from raycse.tracking import Tracker
-
-    try:
-        tracker = Tracker.existing(context.tracking_uri, context.experiment)
-    except ConfigError:  # no store or experiment yet: nothing recorded
-        return None
-    runs = tracker.runs(f"tags.`{TRIAL_TAG}` = '{trial_id}' and attributes.status = 'FINISHED'", max_results=1)
-    if not runs:
-        return None
-    run = runs[0]
-    metrics, tags = run.data.metrics, run.data.tags
-    best = metrics.get(BEST_OBJECTIVE, DevObjective.worst)
-    result = {STEP: int(float(tags.get(STEPS_TAG, metrics.get(BEST_STEP, 0)))), OBJECTIVE: best,
-              BEST_OBJECTIVE: best, BEST_STEP: int(metrics.get(BEST_STEP, 0)), REPLAYED: 1,
-              CHECKPOINT_PATH: tags.get(CHECKPOINT_TAG)}
-    if tags.get(STATUS_TAG) == FINISHED:
-        result[FINAL] = 1
-    result.update({k: metrics[k] for k in (*FINAL_KEYS, *TRIAL_TIMING_KEYS) if k in metrics})
-    return result
 
 
 # ------------------------------------------------------------------------------------ the trainable
@@ -241,7 +211,8 @@ def run_trial(tune_config: dict, space: SearchSpace, context: TrialContext, shar
             metrics = {**metrics, TRIAL_STARTED_AT: started_at, REPORTED_AT: time.time()}  # how many ran at once
             tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(checkpoint_dir) if checkpoint_dir else None)
 
-        train_and_report(config, report, resume, worker_start_s, shared_tokens)
+        train_and_report(config, report, resume, worker_start_s, shared_tokens,
+                         CheckpointPace(context.checkpoint_every_s))
     finally:
         shutil.rmtree(output_dir, ignore_errors=True)  # Tune keeps its own copy of every reported checkpoint
         if complementary_dir:

@@ -12,8 +12,10 @@ import math
 from raycse.driver import plan as planning
 from raycse.driver import progress
 from raycse.driver.outcome import TrialRecord
+from raycse.driver.pacing import checkpoint_every_s
+from raycse.driver.replay import TrialContext
 from raycse.driver.state import SearchState
-from raycse.driver.trial import TrialContext, run_trial
+from raycse.driver.trial import run_trial
 from raycse.evaluation import DevObjective
 from raycse.records import (
     BEST_OBJECTIVE,
@@ -47,7 +49,7 @@ def experiment_path(state: SearchState, stage: str) -> str:
 
 
 def tuner(state: SearchState, plan: SearchSpace, stage: str, tune_config, param_space: dict | None = None,
-          stopper=None):
+          stopper=None, slots: int | None = None):
     """A new Tuner for `stage`, or the restored one when the stage's experiment exists (--resume).
 
     `tune_config` is a function returning the TuneConfig, called for a new experiment only: a restored one brings
@@ -58,10 +60,8 @@ def tuner(state: SearchState, plan: SearchSpace, stage: str, tune_config, param_
 
     from raycse.driver.callback import MlflowSearchCallback
 
-    context = TrialContext(state.options.tracking_uri, state.space.experiment)
-    trainable = tune.with_resources(tune.with_parameters(run_trial, space=plan, context=context,
-                                                         shared_tokens=state.shared_tokens),
-                                    planning.trial_resources(plan))
+    slots = slots or planning.max_concurrent(plan, state.cluster)
+    trainable = tune.with_resources(trial_function(state, plan, slots), planning.trial_resources(plan))
     path = experiment_path(state, stage)
     if tune.Tuner.can_restore(path):
         # finished and errored trials stay as they are; unfinished ones continue from their last checkpoint.
@@ -79,14 +79,28 @@ def tuner(state: SearchState, plan: SearchSpace, stage: str, tune_config, param_
         ))
 
 
+def trial_function(state: SearchState, plan: SearchSpace, slots: int):
+    """What each trial of the stage runs: raycse's training (trial.run_trial), or the options' stand-in."""
+    from ray import tune
+
+    context = TrialContext(state.options.tracking_uri, state.space.experiment, resumed=state.options.resume,
+                           checkpoint_every_s=checkpoint_every_s(slots))
+    if state.options.trial_stand_in is not None:
+        return state.options.trial_stand_in.trainable(plan, context)
+    return tune.with_parameters(run_trial, space=plan, context=context, shared_tokens=state.shared_tokens)
+
+
+def fixed_slots(state: SearchState, plan: SearchSpace, specs: list[TrialSpec]) -> int:
+    return planning.max_concurrent(dataclasses.replace(plan, num_samples=len(specs)), state.cluster)
+
+
 def fixed_trials(state: SearchState, plan: SearchSpace, specs: list[TrialSpec]):
     """A FIFO Tune config that runs exactly these trials (stage 0, the confirmation): (tune_config, param_space)."""
     from ray import tune
 
     def tune_config():
-        slots = planning.max_concurrent(dataclasses.replace(plan, num_samples=len(specs)), state.cluster)
         return tune.TuneConfig(metric=OBJECTIVE, mode=DevObjective.mode, num_samples=1, reuse_actors=True,
-                               max_concurrent_trials=slots)
+                               max_concurrent_trials=fixed_slots(state, plan, specs))
 
     return tune_config, {"raycse_trial": tune.grid_search([spec.as_tune_config()["raycse_trial"] for spec in specs])}
 
@@ -109,7 +123,8 @@ def run_fixed(state: SearchState, plan: SearchSpace, stage: str, specs: list[Tri
     """Train exactly these trials as the stage's Tune experiment (restored when it exists)."""
     tune_config, param_space = fixed_trials(state, plan, specs)
     progress.plan_trials(len(specs), DevObjective.mode)
-    return fit(state, plan, stage, tuner(state, plan, stage, tune_config, param_space))
+    slots = fixed_slots(state, plan, specs)
+    return fit(state, plan, stage, tuner(state, plan, stage, tune_config, param_space, slots=slots))
 
 
 def trial_records(grid, plan: SearchSpace) -> list[TrialRecord]:

@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 from raycse.driver import plan as planning
+from raycse.driver.pacing import set_snapshot_period
 from raycse.driver.stages.base import Stage
 from raycse.driver.state import SearchState
 from raycse.errors import ConfigError
@@ -29,7 +30,7 @@ class SetupStage(Stage):
 
         from raycse.ray_runtime import start_ray
 
-        _quiet_tune(state.options.storage_path)
+        _quiet_tune()
         options, space = state.options, state.space
         state.name = planning.experiment_dir_name(space.experiment)
         state.storage = (options.storage_path if "://" in options.storage_path
@@ -41,6 +42,7 @@ class SetupStage(Stage):
         state.cluster = ray.cluster_resources()
         state.budget = options.budget if options.budget != "auto" else planning.auto_budget(state.cluster)
         plan = state.plan = planning.search_plan(space, options, state.budget)
+        set_snapshot_period(state.storage, plan.num_samples)
         if state.budget == "cpu":
             confirm = plan.confirm
             state.log(f"No GPU in the Ray cluster: using the CPU budget of {space.path} "
@@ -53,13 +55,9 @@ class SetupStage(Stage):
         state.parent_run_id = _open_parent_run(state)
 
 
-def _quiet_tune(storage_path: str) -> None:
+def _quiet_tune() -> None:
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # its reporter prints tables even at verbose=0
-    if "://" not in storage_path:
-        # Tune's snapshot of which checkpoint each trial has reached, at most a second old when the driver dies
-        # (its default waits longer on a local disk, where a snapshot costs next to nothing)
-        os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "1")
     logging.getLogger("ray.tune").setLevel(logging.WARNING)
 
 
