@@ -170,6 +170,7 @@ def backward(runner: StepRunner, batch: TokenizedBatch) -> Tensor:
                 frozen.append(comp.clone() if runner.compiled else comp)
     # 2. the loss on the whole batch, and its gradient with respect to this worker's embeddings
     leaves = {name: torch.cat([part[name] for part in parts]).requires_grad_() for name in parts[0]}
+    del parts
     loss = runner.loss(_gathered(leaves, torch.cat(frozen) if frozen else None))
     runner.scaler.scale(loss).backward()
     cache = {name: leaf.grad for name, leaf in leaves.items() if leaf.grad is not None}
