@@ -3,7 +3,7 @@
     python benchmarks/concurrent.py                       # MiniLM, batch 64, seq 32, 1 2 4 8 trials
     python benchmarks/concurrent.py --trials 1 2 --shape tiny --batch-size 8 --steps 3 --warmup 1 --output c.json
 
-One Ray session serves every N; each N is `raycse bench --concurrent N` (`raycse.bench_concurrent`). TARGETS:
+One Ray session serves every N; each N is `raycse bench --concurrent N` (`raycse.bench.concurrent`). TARGETS:
 the aggregate, as a multiple of one trial's, that N trials on an H100 should reach.
 """
 from __future__ import annotations
@@ -39,8 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     import ray
 
-    from raycse.bench import BenchOptions
-    from raycse.bench_concurrent import format_concurrent, run_concurrent
+    from raycse.bench.concurrent import format_concurrent, run_concurrent
+    from raycse.bench.step import BenchOptions
     from raycse.ray_runtime import start_ray
 
     options = BenchOptions(shape=args.shape, loss=args.loss, batch_size=args.batch_size, steps=args.steps,

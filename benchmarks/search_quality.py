@@ -48,7 +48,8 @@ STRATEGIES = ("tpe+asha", "random", "grid")
 
 
 def run_strategy(strategy: str, setting: dict, out: Path, tracking_uri: str) -> dict:
-    from raycse.search import SearchOptions, run_search
+    from raycse.driver.run import run_search
+    from raycse.driver.state import SearchOptions
     from raycse.space import Confirm, load_space
 
     space = load_space(setting["space"])

@@ -35,11 +35,11 @@ def timed(fn, repeat: int = 1) -> float:
 
 
 def corpus_tokens() -> dict:
+    from raycse.batches import BatchTokenizer
     from raycse.config import TrainConfig
-    from raycse.data import GlobalBatches
-    from raycse.model import load_tokenizer, resolve_model_path
+    from raycse.data import GlobalBatches, load_examples
+    from raycse.model_loading import load_tokenizer, resolve_model_path
     from raycse.tokens import data_fingerprint, share_tokens
-    from raycse.trainer import BatchTokenizer, load_examples
 
     config = TrainConfig()
     tokenizer = load_tokenizer(resolve_model_path(config.model), False)
@@ -55,12 +55,12 @@ def corpus_tokens() -> dict:
 
 
 def eval_tokens_and_model_load() -> dict:
-    from raycse import model
+    from raycse import model, model_loading
     from raycse.evaluation import SPLIT_OF_RESULT, concatenate, load_sts_task
 
     sentences = list(dict.fromkeys(s for key in SPLIT_OF_RESULT for pairs in [concatenate(
         load_sts_task(SPLIT_OF_RESULT[key]).values())] for s in (*pairs.sentences1, *pairs.sentences2)))
-    model._LOADED_CACHE.clear()
+    model_loading._LOADED_CACHE.clear()
     model._ENCODING_CACHE.clear()
     load_cold = timed(lambda: model.Encoder.from_pretrained("minilm", pooler="avg"))
     load_warm = timed(lambda: model.Encoder.from_pretrained("minilm", pooler="avg"))

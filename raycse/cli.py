@@ -155,10 +155,9 @@ def _train_config(args):
 
 
 def _cmd_train(args) -> int:
-    from raycse.data import GlobalBatches
+    from raycse.data import GlobalBatches, load_examples
     from raycse.launch import run_training
-    from raycse.model import check_loadable
-    from raycse.trainer import load_examples
+    from raycse.model_loading import check_loadable
 
     config = _train_config(args)
     output = Path(config.output_dir).expanduser()
@@ -212,9 +211,12 @@ def _add_search(sub) -> None:
     p.add_argument("--num-samples", type=int, default=None, help="search-stage trials (default: the file's)")
     p.add_argument("--max-concurrent", type=int, default=None, help="trials at once (default: what fits)")
     p.add_argument("--seed", type=int, default=None, help="the sampler's seed (default: the file's)")
-    p.add_argument("--confirm-seeds", type=int, default=None,
-                   help="seeds per confirmed configuration, the search run counting as one (default: the file's)")
-    p.add_argument("--no-confirm", action="store_true", help="skip the confirmation stage (one seed per configuration)")
+    p.add_argument("--choose-seeds", type=int, default=None,
+                   help="fresh seeds on which the top configurations are chosen among (default: the file's)")
+    p.add_argument("--judge-seeds", type=int, default=None,
+                   help="fresh seeds on which the winner and the published point are judged (default: the file's)")
+    p.add_argument("--no-confirm", action="store_true",
+                   help="no choosing or judging: the search stage's best, from one seed, unjudged")
     p.add_argument("--tracking-uri", default=None, help="default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db")
     p.add_argument("--optuna-storage", default=None, help="the Optuna study's storage (default: optuna.db beside "
                                                           "a SQLite MLflow store, else in the working directory)")
@@ -227,12 +229,13 @@ def _add_search(sub) -> None:
 
 def _cmd_search(args) -> int:
     from raycse.config import check_int
-    from raycse.model import check_loadable
-    from raycse.search import SearchOptions, finish, run_search
+    from raycse.driver.run import finish, run_search
+    from raycse.driver.state import SearchOptions
+    from raycse.model_loading import check_loadable
     from raycse.space import load_space
     from raycse.tracking import resolve_tracking_uri
 
-    for flag, low in (("num_samples", 1), ("max_concurrent", 1), ("confirm_seeds", 1)):
+    for flag, low in (("num_samples", 1), ("max_concurrent", 1), ("choose_seeds", 1), ("judge_seeds", 2)):
         if getattr(args, flag) is not None:
             check_int(_flag(flag), getattr(args, flag), low=low)
     space = load_space(args.space)
@@ -246,10 +249,11 @@ def _cmd_search(args) -> int:
         _check_writable_dir("--storage-path", Path(args.storage_path).expanduser())
     options = SearchOptions(tracking_uri=resolve_tracking_uri(args.tracking_uri), storage_path=args.storage_path,
                             resume=args.resume, num_samples=args.num_samples, max_concurrent=args.max_concurrent,
-                            seed=args.seed, budget=args.budget, confirm_seeds=args.confirm_seeds,
+                            seed=args.seed, budget=args.budget, choose_seeds=args.choose_seeds,
+                            judge_seeds=args.judge_seeds,
                             confirm=not args.no_confirm, optuna_storage=args.optuna_storage,
                             started_at=args.started_at)
-    from raycse.report import format_search_summary, format_timings
+    from raycse.report.tables import format_search_summary, format_timings
 
     outcome = run_search(space, options)
     print(format_search_summary(outcome.summary), flush=True)
@@ -261,6 +265,10 @@ def _cmd_search(args) -> int:
         print(f"Report: {outcome.summary['report']}")
     finish(outcome, options.tracking_uri)
     print(format_timings(outcome.timings))
+    if outcome.model_version is not None:  # last: what to do next
+        from raycse.export import export_command
+
+        print(f"Export the winner with its model card: {export_command(outcome.experiment, options.tracking_uri)}")
     return 0 if outcome.winner is not None else 1
 
 
@@ -283,9 +291,38 @@ def _cmd_report(args) -> int:
     return 0
 
 
+# ------------------------------------------------------------------------------------------- export
+def _add_export(sub) -> None:
+    p = sub.add_parser("export", help="the winner of an experiment's latest search as a sentence-transformers model "
+                                      "folder with a model card (README.md)")
+    p.add_argument("experiment", help="the MLflow experiment name (the space file's 'experiment')")
+    p.add_argument("dir", help="the folder to write (new, or empty)")
+    p.add_argument("--tracking-uri", default=None, help="default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db")
+    p.add_argument("--push-to-hub", default=None, metavar="REPO_ID",
+                   help="then upload the folder to this Hugging Face Hub repository (OWNER/NAME)")
+    p.add_argument("--private", action="store_true", help="with --push-to-hub: create the repository private")
+    p.set_defaults(func=_cmd_export)
+
+
+def _cmd_export(args) -> int:
+    from raycse.export import check_repo_id, check_target, export_winner, push_to_hub
+    from raycse.tracking import resolve_tracking_uri
+
+    if args.push_to_hub is not None:
+        check_repo_id(args.push_to_hub)
+    check_target(Path(args.dir).expanduser())
+    result = export_winner(resolve_tracking_uri(args.tracking_uri), args.experiment, Path(args.dir),
+                           model_id=args.push_to_hub)
+    print(f"Exported the winner of {args.experiment!r} (parent run {result.parent_run_id}) to {result.folder}: "
+          f"SentenceTransformer({str(result.folder)!r}) loads it; its model card is {result.folder / 'README.md'}")
+    if args.push_to_hub is not None:
+        print(f"Pushed to {push_to_hub(result.folder, args.push_to_hub, private=args.private)}")
+    return 0
+
+
 # -------------------------------------------------------------------------------------------- bench
 def _add_bench(sub) -> None:
-    from raycse.bench import PRECISIONS, SHAPES, BenchOptions
+    from raycse.bench.step import PRECISIONS, SHAPES, BenchOptions
 
     d = BenchOptions()
     p = sub.add_parser("bench", help="time raycse's training step against a naive fp32 step, and the STS-B dev eval")
@@ -315,7 +352,8 @@ def _add_bench(sub) -> None:
 
 
 def _cmd_bench(args) -> int:
-    from raycse.bench import BenchOptions, format_concurrent, format_table, run_bench, run_concurrent
+    from raycse.bench.concurrent import format_concurrent, run_concurrent
+    from raycse.bench.step import BenchOptions, format_table, run_bench
 
     if args.cached:
         return _cmd_bench_cached(args)
@@ -337,7 +375,7 @@ def _cmd_bench(args) -> int:
 
 
 def _cmd_bench_cached(args) -> int:
-    from raycse.bench_cached import CachedBenchOptions, format_cached, parse_losses, run_cached_bench
+    from raycse.bench.cached import CachedBenchOptions, format_cached, parse_losses, run_cached_bench
 
     options = CachedBenchOptions(shape=args.shape, losses=parse_losses(args.loss or "all"),
                                  batch_size=args.batch_size, cached_batch_size=args.cached_batch_size,
@@ -359,6 +397,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_train(sub)
     _add_search(sub)
     _add_report(sub)
+    _add_export(sub)
     _add_bench(sub)
     return parser
 

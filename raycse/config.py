@@ -18,14 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from raycse.data import BUNDLED_CORPUS, BUNDLED_NLI
 from raycse.errors import ConfigError
+from raycse.model import AUTO_POOLER, POOLERS, resolve_poolers
 
-BUNDLED_CORPUS = "wiki-sample"  # the 11,914 Wikipedia sentences that ship inside the package
-BUNDLED_NLI = "sick-train"      # NLI-style triplets built from the bundled SICK train split (a demonstration set)
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
-# SimCSE's poolers (model.py implements them); "auto" picks the model's own, see `TrainConfig.poolers`.
-POOLERS = ("cls", "cls_before_pooler", "avg", "avg_first_last", "avg_top2")
-AUTO_POOLER = "auto"
 COMPILE_POLICIES = ("auto", "always", "never")
 
 
@@ -103,8 +100,6 @@ class TrainConfig:
 
     def poolers(self) -> tuple[str, str]:
         """(training pooler, evaluation pooler): 'auto' resolved from the model's own files (model.py)."""
-        from raycse.model import resolve_poolers
-
         return resolve_poolers(self.model, self.pooler, self.eval_pooler, supervised=self.supervised)
 
     def to_dict(self) -> dict[str, Any]:
@@ -123,7 +118,7 @@ class TrainConfig:
         """Check every field once; return self so calls chain. Builds the loss to validate its hyperparameters."""
         from raycse.evaluation import build_objective
         from raycse.losses import build_loss
-        from raycse.model import resolve_model_path
+        from raycse.model_loading import resolve_model_path
 
         for name in ("batch_size", "epochs", "eval_steps", "max_len", "workers"):
             check_int(name, getattr(self, name), low=1)

@@ -18,14 +18,24 @@ from pathlib import Path
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
-from raycse.config import BUNDLED_CORPUS, BUNDLED_NLI
 from raycse.errors import ConfigError, first_line
+from raycse.seeds import derived_seed
 
+BUNDLED_CORPUS = "wiki-sample"  # the 11,914 Wikipedia sentences that ship inside the package
+BUNDLED_NLI = "sick-train"  # NLI-style triplets built from the bundled SICK train split (a demonstration set)
 DATA_DIR = Path(__file__).resolve().parent / "data"
 BUNDLED_CORPUS_PATH = DATA_DIR / "wiki_sample.txt"
 NLI_COLUMNS = ("sent0", "sent1", "hard_neg")
 BUNDLED_SICK_TRIPLETS = BUNDLED_NLI  # (premise, entailment, contradiction) triplets built from SICK's train split
 SICK_TRAIN_PATH = DATA_DIR / "senteval" / "SICK" / "SICK_train.txt"
+
+
+def load_examples(config) -> list:
+    """The training data a configuration names (a TrainConfig, or anything with its data fields): NLI triplets
+    when it is supervised, else the corpus's sentences."""
+    if config.sup_data is not None:
+        return read_nli_triplets(config.sup_data, max_rows=config.max_sentences)
+    return read_corpus(config.corpus, max_sentences=config.max_sentences, replace_bad_bytes=config.replace_bad_bytes)
 
 
 def read_corpus(source: str, max_sentences: int | None = None, replace_bad_bytes: bool = False) -> list[str]:
@@ -181,7 +191,7 @@ class GlobalBatches:
         return len(self.examples) // self.global_batch  # drop the ragged last batch: negatives stay comparable
 
     def epoch(self, epoch: int):
-        generator = torch.Generator().manual_seed(self.seed + epoch)
+        generator = torch.Generator().manual_seed(derived_seed(self.seed, "data_order", epoch))
         order = torch.randperm(len(self.examples), generator=generator).tolist()
         start = self.rank * self.batch_size
         for step in range(len(self)):

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 from torch import Tensor
@@ -46,8 +46,32 @@ from raycse import distributed as dist_utils
 from raycse.keyed_dropout import step_key
 from raycse.losses import Embeddings
 
-if TYPE_CHECKING:  # the trainer imports this module, never the other way at run time
-    from raycse.trainer import StepRunner, TokenizedBatch
+if TYPE_CHECKING:
+    from raycse.batches import TokenizedBatch
+    from raycse.config import TrainConfig
+    from raycse.losses import ContrastiveLoss
+    from raycse.model import Encoder
+
+
+class StepRunner(Protocol):
+    """What gradient caching uses of the trainer's `StepRunner`, which imports this module (so this one cannot
+    import it)."""
+
+    config: TrainConfig
+    device: torch.device
+    encoder: Encoder
+    forward: Any  # the encoder, or its compiled form
+    complementary: Any  # DCLR's frozen encoder, or None
+    loss: Any  # the loss, or its compiled form
+    loss_fn: ContrastiveLoss
+    compiled: bool
+    parameters: list[torch.nn.Parameter]
+    scaler: torch.amp.GradScaler
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+
+    def to_device(self, tokens: dict[str, Tensor]) -> dict[str, Tensor]: ...
+
+    def autocast(self) -> contextlib.AbstractContextManager: ...
 
 VIEWS = ("z1", "z2", "z3", "z0")  # the Embeddings fields a chunk's forward passes give (complementary aside)
 

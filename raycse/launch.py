@@ -1,8 +1,7 @@
 """Start one training for `raycse train`: in this process, or on W data-parallel Ray Train workers.
 
 Records the training as one MLflow run (parameters under the papers' names, the dev curve step-indexed,
-the final figures, the best checkpoint as an artifact) and prints progress. The search reuses
-`torch_trainer` for its multi-worker trials.
+the final figures, the best checkpoint as an artifact) and prints progress.
 """
 from __future__ import annotations
 
@@ -11,12 +10,23 @@ import tempfile
 import time
 
 from raycse.config import TrainConfig
-from raycse.evaluation import RESULTS_OF_TASKS
+from raycse.records import (
+    BEST_OBJECTIVE,
+    BEST_STEP,
+    ERROR_TAG,
+    FINAL_KEYS,
+    LOSS_TAG,
+    OBJECTIVE,
+    OUTPUT_DIR_TAG,
+    SENTENCES_PER_S,
+    TRAIN_EXPERIMENT,
+    TRAIN_LOSS,
+    loss_stat,
+)
 from raycse.tracking import Tracker, training_params
 
 # the best checkpoint's figures (the dev curve itself is logged step by step, so not again here)
-FINAL_FIGURES = (*(k for k in RESULTS_OF_TASKS["all"] if k != "stsb_dev"), "best_objective", "best_step",
-                 "sentences_per_s", "wall_seconds")
+FINAL_FIGURES = (*FINAL_KEYS, BEST_OBJECTIVE, BEST_STEP, SENTENCES_PER_S, "wall_seconds")
 
 
 def eval_line(report) -> str:
@@ -34,27 +44,6 @@ def _progress(step: int, total: int) -> None:
         print(f"\r[{'#' * done}{'.' * (width - done)}] step {step}/{total}", end="", file=sys.stderr, flush=True)
 
 
-def torch_trainer(worker_loop, config: TrainConfig, cpus_per_worker: float, storage_path: str, name: str,
-                  callbacks: list | None = None, resume_from_checkpoint=None, resume: bool = False):
-    """Ray Train (V2) TorchTrainer running `worker_loop` on `config.workers` workers (torch.distributed set up;
-    the trainer sums gradients itself, see `trainer.sum_gradients_across_workers`)."""
-    import ray.train
-    from ray.train.torch import TorchTrainer
-
-    per_worker = {"CPU": cpus_per_worker}
-    if config.gpus_per_worker:
-        per_worker["GPU"] = config.gpus_per_worker
-    return TorchTrainer(
-        worker_loop,
-        train_loop_config={"config": config.to_dict(), "resume": resume},
-        scaling_config=ray.train.ScalingConfig(num_workers=config.workers, use_gpu=bool(config.gpus_per_worker),
-                                               resources_per_worker=per_worker),
-        run_config=ray.train.RunConfig(name=name, storage_path=storage_path, callbacks=callbacks or [],
-                                       failure_config=ray.train.FailureConfig(max_failures=2)),
-        resume_from_checkpoint=resume_from_checkpoint,
-    )
-
-
 def _train_worker(loop_config: dict) -> None:
     """A `raycse train --workers W` worker: the plain trainer, progress printed by rank 0."""
     import ray.train
@@ -69,8 +58,9 @@ def _train_worker(loop_config: dict) -> None:
 
 def eval_metrics(report) -> dict[str, float]:
     """What an evaluation logs, step-indexed: the objective, its parts, the loss and its diagnostics."""
-    return {"objective": report.objective, **report.dev_scores, "train_loss": report.train_loss,
-            "sentences_per_s": report.sentences_per_s, **report.loss_stats}
+    return {OBJECTIVE: report.objective, **report.dev_scores, TRAIN_LOSS: report.train_loss,
+            SENTENCES_PER_S: report.sentences_per_s,
+            **{loss_stat(name): value for name, value in report.loss_stats.items()}}
 
 
 def run_training(config: TrainConfig, tracking_uri: str | None = None, resume: bool = False,
@@ -83,13 +73,13 @@ def run_training(config: TrainConfig, tracking_uri: str | None = None, resume: b
 
     tracker = run_id = None
     if tracking_uri:
-        tracker = Tracker(tracking_uri, "raycse-train")
+        tracker = Tracker(tracking_uri, TRAIN_EXPERIMENT)
         run_name = Path(config.output_dir).name
-        run_id = (tracker.find_run("raycse.output_dir", str(Path(config.output_dir).resolve())) if resume else None)
+        output_dir = str(Path(config.output_dir).resolve())
+        run_id = tracker.find_run(OUTPUT_DIR_TAG, output_dir) if resume else None
         if run_id is None:
-            run_id = tracker.start_run(run_name, tags={"raycse.loss": config.loss,
-                                                       "raycse.output_dir": str(Path(config.output_dir).resolve())})
-        tracker.client.update_run(run_id, status="RUNNING")
+            run_id = tracker.start_run(run_name, tags={LOSS_TAG: config.loss, OUTPUT_DIR_TAG: output_dir})
+        tracker.reopen_run(run_id)
         tracker.log_params(run_id, training_params(config.to_dict()))
 
     def on_eval(report) -> None:
@@ -104,7 +94,7 @@ def run_training(config: TrainConfig, tracking_uri: str | None = None, resume: b
         if config.workers == 1:
             results = train(config, on_eval=on_eval, on_step=_progress, resume=resume, examples=examples)
         else:
-            from raycse.ray_runtime import start_ray
+            from raycse.ray_runtime import start_ray, torch_trainer
 
             start_ray()
             with tempfile.TemporaryDirectory(prefix="raycse-") as ray_storage:  # Ray Train's own run state
@@ -116,7 +106,7 @@ def run_training(config: TrainConfig, tracking_uri: str | None = None, resume: b
                     tracker.log_metrics(run_id, {k: v for k, v in point.items() if k != "step"}, step=point["step"])
     except BaseException as err:
         if tracker:
-            tracker.set_tags(run_id, {"raycse.error": f"{type(err).__name__}: {err}"})
+            tracker.set_tags(run_id, {ERROR_TAG: f"{type(err).__name__}: {err}"})
             tracker.end_run(run_id, "KILLED" if isinstance(err, KeyboardInterrupt) else "FAILED")
         raise
     results.setdefault("wall_seconds", time.perf_counter() - started)

@@ -16,33 +16,37 @@ both load, the latter giving the same embeddings as `Encoder.encode` with the sa
 
 `Encoder.forward(..., dropout_rows=R)` runs one forward in which only the first R rows get dropout
 (row_dropout.py), so that ImSimCSE's two dropout views and its dropout-off view are one pass. Where a model's
-files are and whether they load, each failure one `ConfigError` line naming the file, is model_files.py.
+files are, whether they load (each failure one `ConfigError` line naming the file) and loading them is
+model_loading.py.
 """
 from __future__ import annotations
 
-import copy
 import functools
 import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
-from transformers import AutoModel, PreTrainedModel
+from transformers import PreTrainedModel
 
-# POOLERS: SimCSE's five. AUTO_POOLER, what a caller may pass besides: "the model's own pooling, else SimCSE's
-# recipe" (`resolve_poolers`); not a pooler itself, so never in POOLERS: a forward pass or a checkpoint always has a
-# concrete one. Both live in config.py, which validates settings without importing torch.
-from raycse.config import AUTO_POOLER, POOLERS
 from raycse.errors import ConfigError, first_line
 from raycse.files import replace_directory
 from raycse.keyed_dropout import row_keys
-from raycse.model_files import check_loadable as check_loadable  # re-exported: the pre-flight of from_pretrained
-from raycse.model_files import check_model_files, load_tokenizer, resolve_model_path, where_from
+from raycse.model_loading import check_model_files, load_backbone, resolve_model_path, where_from
 from raycse.row_dropout import install_row_dropout
+from raycse.sentence_transformers_files import write_sentence_transformers_files
+
+# SimCSE's five poolers. AUTO_POOLER is what a caller may pass besides: "the model's own pooling, else SimCSE's
+# recipe" (`resolve_poolers`); not a pooler itself, so never in POOLERS: a forward pass or a checkpoint always has
+# a concrete one.
+POOLERS = ("cls", "cls_before_pooler", "avg", "avg_first_last", "avg_top2")
+AUTO_POOLER = "auto"
+EVAL_BATCH_SIZE = 128  # sentences per evaluation batch on CPU; on CUDA larger batches mean fewer launches
 
 # Which entries of `hidden_states` (index 0 = embedding layer, -1 = last layer) the two layer-averaging
 # poolers average. Index 1 is the first transformer layer's output: SimCSE first used index 0 (the embeddings)
@@ -177,6 +181,26 @@ def _json_or_none(path: Path):
         return None
 
 
+def pick_device() -> torch.device:
+    """This worker's GPU (LOCAL_RANK picks it among several), else the CPU."""
+    if torch.cuda.is_available():
+        local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        return torch.device("cuda", local_rank % torch.cuda.device_count())
+    return torch.device("cpu")
+
+
+def eval_batch_size(device: torch.device) -> int:
+    return 512 if device.type == "cuda" else EVAL_BATCH_SIZE
+
+
+def encode_fn(encoder: Encoder, pooler: str) -> Callable[[list[str]], Tensor]:
+    """The `Encode` function that evaluation takes: `encoder` with `pooler`, batches sized for its device."""
+    def encode(sentences: list[str]) -> Tensor:
+        return encoder.encode(sentences, batch_size=eval_batch_size(encoder.device), pooler=pooler)
+
+    return encode
+
+
 class Encoder(nn.Module):
     """A transformer backbone, its tokenizer and SimCSE's poolers; `encode` gives float32 sentence vectors."""
 
@@ -244,7 +268,7 @@ class Encoder(nn.Module):
         if pooler is None or pooler == AUTO_POOLER:
             pooler = declared_pooler(path) or "cls"
         pooler = _checked_pooler(pooler, also=(AUTO_POOLER,))
-        tokenizer, backbone = _loaded(path, trust_remote_code, attn_implementation)
+        tokenizer, backbone = load_backbone(path, trust_remote_code, attn_implementation)
         # Keep float32 master weights whatever dtype the checkpoint was stored in; bf16 only through autocast.
         encoder = cls(backbone.float(), tokenizer, pooler)
         mlp_head_file = Path(path) / MLP_HEAD_FILE
@@ -384,7 +408,7 @@ class Encoder(nn.Module):
         """Write a model directory atomically: Hugging Face files, sentence-transformers files, the pooler.
 
         The directory is built next to the target and renamed into place, so a reader (or a crash) never sees
-        half a checkpoint. See `_write_sentence_transformers_files` for what SentenceTransformer gets.
+        half a checkpoint. See `write_sentence_transformers_files` for what SentenceTransformer gets.
         """
         pooler = _checked_pooler(pooler)
         target = Path(path)
@@ -399,7 +423,10 @@ class Encoder(nn.Module):
             if pooler == "cls":
                 save_file({name: t.detach().contiguous().cpu() for name, t in self.mlp.state_dict().items()},
                           staging / MLP_HEAD_FILE)
-            _write_sentence_transformers_files(self, staging, pooler)
+            write_sentence_transformers_files(
+                staging, pooler, hidden_size=self.hidden_size, max_seq_length=self.max_seq_length,
+                num_layers=self.backbone.config.num_hidden_layers, averaged_layers=AVERAGED_LAYERS.get(pooler),
+                mlp_head=self.mlp[0])
             replace_directory(staging, target)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
@@ -429,118 +456,10 @@ def tokenize(tokenizer, sentences: list[str], max_len: int, pad_to_multiple_of: 
                           pad_to_multiple_of=pad_to_multiple_of, return_tensors="pt"))
 
 
-# Per process: what loading a local model directory gave, and the tokenised sentences `Encoder.encode` met, so that
-# the trials a reused Tune worker runs one after another read and tokenise each once (the sizes bound the memory).
-_LOADED_CACHE: dict[tuple, tuple] = {}
-LOADED_CACHE_SIZE = 2  # the model trained, and DCLR's complementary one
+# Per process: the tokenised sentences `Encoder.encode` met, so that the trials a reused Tune worker runs one
+# after another tokenise each evaluation set once (the size bounds the memory).
 _ENCODING_CACHE: dict[tuple, tuple] = {}
 ENCODING_CACHE_SIZE = 4  # the objective's dev sentences and the seven test sets, for a couple of tokenizers
-
-
-def _loaded(path: str, trust_remote_code: bool, attn_implementation: str | None):
-    """(tokenizer, a fresh backbone) of a model: a copy of this process's earlier load of the same files when there
-    is one (a local directory, unchanged since: its files' sizes and times are part of the key), else loaded."""
-    key = None
-    if Path(path).is_dir():
-        stamps = tuple((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in sorted(Path(path).iterdir())
-                       if f.is_file())
-        key = (str(Path(path).resolve()), stamps, trust_remote_code, attn_implementation)
-        if key in _LOADED_CACHE:
-            tokenizer, backbone = _LOADED_CACHE[key]
-            return tokenizer, copy.deepcopy(backbone)
-    tokenizer = load_tokenizer(path, trust_remote_code)
-    try:
-        backbone = _load_backbone(path, trust_remote_code, attn_implementation)
-    except (MemoryError, torch.cuda.OutOfMemoryError):
-        raise  # not a fault of the model's files
-    except Exception as err:
-        raise ConfigError(f"cannot load model {where_from(path)}: {first_line(err)}") from err
-    if key is not None:
-        if len(_LOADED_CACHE) >= LOADED_CACHE_SIZE:
-            del _LOADED_CACHE[next(iter(_LOADED_CACHE))]
-        _LOADED_CACHE[key] = (tokenizer, copy.deepcopy(backbone))
-    return tokenizer, backbone
-
-
-def _load_backbone(path: str, trust_remote_code: bool, attn_implementation: str | None) -> PreTrainedModel:
-    try:
-        return AutoModel.from_pretrained(
-            path, trust_remote_code=trust_remote_code, attn_implementation=attn_implementation
-        )
-    except ValueError:
-        if attn_implementation in (None, "eager"):
-            raise
-        # Architectures without an SDPA kernel refuse it with a ValueError; plain attention gives the same
-        # numbers, only slower. Any other ValueError comes back from this second attempt.
-        return AutoModel.from_pretrained(path, trust_remote_code=trust_remote_code, attn_implementation="eager")
-
-
-# ---------------------------------------------------------------------------------- sentence-transformers
-# Written by hand in the classic format (module types `sentence_transformers.models.*`, `pooling_mode_*`
-# keys), which every sentence-transformers release from 2.x to 6.x loads. No Normalize module: cosine
-# similarity ignores the scale, and raw vectors are what `Encoder.encode` returns.
-
-def _write_sentence_transformers_files(encoder: Encoder, directory: Path, pooler: str) -> None:
-    """modules.json and the module folders that make SentenceTransformer(directory) reproduce `pooler`.
-
-    cls / cls_before_pooler -> Pooling(cls) [+ Dense(H, H, tanh) holding the MLP head for 'cls'];
-    avg -> Pooling(mean); avg_first_last / avg_top2 -> WeightedLayerPooling with weight 1 on the two averaged
-    layers and 0 elsewhere, then Pooling(mean): exactly SimCSE's mean of the two layers.
-    """
-    hidden_size = encoder.hidden_size
-    transformer_config: dict = {"max_seq_length": encoder.max_seq_length, "do_lower_case": False}
-    modules = [("", "sentence_transformers.models.Transformer")]
-
-    if pooler in AVERAGED_LAYERS:
-        # The Transformer module hands all layers on only when the model config asks for hidden states;
-        # set it for sentence-transformers alone so plain AutoModel loading stays unchanged.
-        transformer_config["config_args"] = {"output_hidden_states": True}
-        num_layers = encoder.backbone.config.num_hidden_layers
-        layer_indices = [index % (num_layers + 1) for index in AVERAGED_LAYERS[pooler]]  # into hidden_states
-        layer_start = min(layer_indices)
-        layer_weights = torch.zeros(num_layers + 1 - layer_start)
-        for index in layer_indices:
-            layer_weights[index - layer_start] += 1.0
-        folder = _module_folder(directory, len(modules), "WeightedLayerPooling")
-        _write_json(folder / "config.json", {
-            "word_embedding_dimension": hidden_size, "layer_start": layer_start, "num_hidden_layers": num_layers,
-        })
-        save_file({"layer_weights": layer_weights}, folder / "model.safetensors")
-        modules.append((folder.name, "sentence_transformers.models.WeightedLayerPooling"))
-
-    folder = _module_folder(directory, len(modules), "Pooling")
-    _write_json(folder / "config.json", {
-        "word_embedding_dimension": hidden_size,
-        "pooling_mode_cls_token": pooler in ("cls", "cls_before_pooler"),
-        "pooling_mode_mean_tokens": pooler not in ("cls", "cls_before_pooler"),
-        "pooling_mode_max_tokens": False,
-        "pooling_mode_mean_sqrt_len_tokens": False,
-    })
-    modules.append((folder.name, "sentence_transformers.models.Pooling"))
-
-    if pooler == "cls":
-        folder = _module_folder(directory, len(modules), "Dense")
-        _write_json(folder / "config.json", {
-            "in_features": hidden_size, "out_features": hidden_size, "bias": True,
-            "activation_function": "torch.nn.modules.activation.Tanh",
-        })
-        linear = encoder.mlp[0]
-        save_file({"linear.weight": linear.weight.detach().contiguous().cpu(),
-                   "linear.bias": linear.bias.detach().contiguous().cpu()}, folder / "model.safetensors")
-        modules.append((folder.name, "sentence_transformers.models.Dense"))
-
-    _write_json(directory / "sentence_bert_config.json", transformer_config)
-    _write_json(directory / "config_sentence_transformers.json", {"similarity_fn_name": "cosine"})
-    _write_json(directory / "modules.json", [
-        {"idx": idx, "name": str(idx), "path": module_path, "type": module_type}
-        for idx, (module_path, module_type) in enumerate(modules)
-    ])
-
-
-def _module_folder(directory: Path, index: int, kind: str) -> Path:
-    folder = directory / f"{index}_{kind}"
-    folder.mkdir()
-    return folder
 
 
 def _write_json(path: Path, payload) -> None:

@@ -1,4 +1,5 @@
-"""Starting Ray the one way raycse does: join the cluster named by RAY_ADDRESS, else start a local one."""
+"""Ray, the one way raycse uses it: join the cluster named by RAY_ADDRESS, else start a local one; and the Ray Train
+TorchTrainer that a multi-worker training (`raycse train --workers W`, a search trial of W workers) runs on."""
 from __future__ import annotations
 
 import os
@@ -19,3 +20,24 @@ def start_ray() -> bool:
              runtime_env={"env_vars": {"TOKENIZERS_PARALLELISM": "false",
                                        "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "0")}})
     return True
+
+
+def torch_trainer(worker_loop, config, cpus_per_worker: float, storage_path: str, name: str,
+                  callbacks: list | None = None, resume_from_checkpoint=None, resume: bool = False):
+    """Ray Train (V2) TorchTrainer running `worker_loop` on `config.workers` workers (a TrainConfig; torch.distributed
+    set up; the trainer sums gradients itself, see `trainer.sum_gradients_across_workers`)."""
+    import ray.train
+    from ray.train.torch import TorchTrainer
+
+    per_worker = {"CPU": cpus_per_worker}
+    if config.gpus_per_worker:
+        per_worker["GPU"] = config.gpus_per_worker
+    return TorchTrainer(
+        worker_loop,
+        train_loop_config={"config": config.to_dict(), "resume": resume},
+        scaling_config=ray.train.ScalingConfig(num_workers=config.workers, use_gpu=bool(config.gpus_per_worker),
+                                               resources_per_worker=per_worker),
+        run_config=ray.train.RunConfig(name=name, storage_path=storage_path, callbacks=callbacks or [],
+                                       failure_config=ray.train.FailureConfig(max_failures=2)),
+        resume_from_checkpoint=resume_from_checkpoint,
+    )

@@ -17,11 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from raycse.errors import ConfigError
+from raycse.records import LOST, PARENT_RUN_TAG, STATUS_TAG, TRIAL_TAG
 
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
-TRIAL_TAG = "raycse.trial_id"
-SEARCH_TAG = "raycse.search"
-STATUS_TAG = "raycse.status"
 SECRET_MARKERS = ("password", "secret", "token", "key", "credential")
 LOCK_RETRIES = 8  # attempts beyond the first for a call that met a locked SQLite database (~1 minute in all)
 _LOCKED = ("database is locked", "database table is locked", "sqlite3.OperationalError) unable to open")
@@ -62,10 +60,15 @@ def training_params(config: dict[str, Any]) -> dict[str, Any]:
 
 
 class Tracker:
-    """A thin, explicit wrapper over MlflowClient for one experiment; every call retries a locked SQLite store."""
+    """A thin, explicit wrapper over MlflowClient for one experiment; every call retries a locked SQLite store.
+
+    The only way into MLflow: every module that records or reads a run goes through a Tracker. `Tracker(uri,
+    name)` creates the store and the experiment when missing (a run is about to be written); `Tracker.existing`
+    opens them only if they exist (a reader must never create anything).
+    """
 
     @retry_when_locked
-    def __init__(self, tracking_uri: str, experiment: str):
+    def __init__(self, tracking_uri: str, experiment: str, create: bool = True):
         import mlflow
         from mlflow.exceptions import MlflowException
         from mlflow.tracking import MlflowClient
@@ -73,6 +76,15 @@ class Tracker:
         from raycse.files import sqlite_creation_lock
 
         self.tracking_uri = tracking_uri
+        self.experiment = experiment
+        if not create:
+            self.client = MlflowClient(tracking_uri=tracking_uri)
+            found = self.client.get_experiment_by_name(experiment)
+            if found is None:
+                names = ", ".join(sorted(e.name for e in self.client.search_experiments())) or "none"
+                raise ConfigError(f"no MLflow experiment {experiment!r} at {tracking_uri} (experiments: {names})")
+            self.experiment_id = found.experiment_id
+            return
         mlflow.set_tracking_uri(tracking_uri)
         with sqlite_creation_lock(tracking_uri):  # the client creates the store's tables if it is new
             self.client = MlflowClient(tracking_uri=tracking_uri)
@@ -87,14 +99,21 @@ class Tracker:
                 if found is None:
                     raise
         self.experiment_id = found.experiment_id
-        self.experiment = experiment
+
+    @classmethod
+    def existing(cls, tracking_uri: str, experiment: str) -> Tracker:
+        """The store and experiment as they are: ConfigError (naming the store or the experiment) when either is
+        missing, and nothing created: a SQLite file is checked for before MLflow would create an empty one."""
+        if tracking_uri.startswith("sqlite:///") and not Path(tracking_uri[len("sqlite:///"):]).is_file():
+            raise ConfigError(f"no MLflow store at {tracking_uri} (pass the --tracking-uri the search wrote to)")
+        return cls(tracking_uri, experiment, create=False)
 
     # runs
     @retry_when_locked
     def start_run(self, name: str, tags: dict[str, str] | None = None, parent_run_id: str | None = None) -> str:
         tags = dict(tags or {})
         if parent_run_id:
-            tags["mlflow.parentRunId"] = parent_run_id
+            tags[PARENT_RUN_TAG] = parent_run_id
         return self.client.create_run(self.experiment_id, run_name=name, tags=tags).info.run_id
 
     @retry_when_locked
@@ -106,10 +125,38 @@ class Tracker:
     def end_run(self, run_id: str, status: str = "FINISHED") -> None:
         self.client.set_terminated(run_id, status=status)
 
-    def child_runs(self, parent_run_id: str, condition: str) -> list:
+    @retry_when_locked
+    def reopen_run(self, run_id: str) -> None:
+        """A run continued after a kill (--resume) is RUNNING again."""
+        self.client.update_run(run_id, status="RUNNING")
+
+    @retry_when_locked
+    def run(self, run_id: str):
+        """The MLflow run (info, params, metrics, tags)."""
+        return self.client.get_run(run_id)
+
+    def tags(self, run_id: str) -> dict[str, str]:
+        return dict(self.run(run_id).data.tags)
+
+    @retry_when_locked
+    def runs(self, filter_string: str = "", max_results: int = 50000, order_by: list[str] | None = None) -> list:
+        """The experiment's runs matching an MLflow filter."""
+        return self.client.search_runs([self.experiment_id], filter_string=filter_string, max_results=max_results,
+                                       order_by=order_by)
+
+    def child_runs(self, parent_run_id: str, condition: str = "") -> list:
         """The child runs of `parent_run_id` that match an MLflow filter `condition`."""
-        return self.client.search_runs([self.experiment_id], max_results=10000,
-                                       filter_string=f"tags.mlflow.parentRunId = '{parent_run_id}' and {condition}")
+        where = f"tags.`{PARENT_RUN_TAG}` = '{parent_run_id}'" + (f" and {condition}" if condition else "")
+        return self.runs(where)
+
+    @retry_when_locked
+    def metric_history(self, run_id: str, key: str) -> list[tuple[int, float]]:
+        """(step, value) of every logged value of a metric, by step."""
+        return sorted((m.step, m.value) for m in self.client.get_metric_history(run_id, key))
+
+    @retry_when_locked
+    def download_artifact(self, run_id: str, path: str, destination: str) -> str:
+        return self.client.download_artifacts(run_id, path, destination)
 
     @retry_when_locked
     def mark_orphans_killed(self, parent_run_id: str) -> int:
@@ -132,7 +179,7 @@ class Tracker:
         for run in self.child_runs(parent_run_id, f"tags.`{tag}` = '{value}' and attributes.status != 'FINISHED'"):
             trial_id = run.data.tags.get(TRIAL_TAG)
             if trial_id and trial_id not in recorded:
-                self.client.set_tag(run.info.run_id, STATUS_TAG, "lost")
+                self.client.set_tag(run.info.run_id, STATUS_TAG, LOST)
                 if run.info.status == "RUNNING":
                     self.client.set_terminated(run.info.run_id, status="KILLED")
                 self.client.delete_run(run.info.run_id)
@@ -169,8 +216,8 @@ class Tracker:
         self.client.log_artifacts(run_id, local_dir, artifact_path)
 
     @retry_when_locked
-    def log_artifact(self, run_id: str, local_file: str) -> None:
-        self.client.log_artifact(run_id, local_file)
+    def log_artifact(self, run_id: str, local_file: str, artifact_path: str | None = None) -> None:
+        self.client.log_artifact(run_id, local_file, artifact_path)
 
     @retry_when_locked
     def log_dict(self, run_id: str, payload: dict, artifact_file: str) -> None:

@@ -18,8 +18,7 @@ import torch
 
 from raycse.data import GlobalBatches, read_corpus
 from raycse.losses import cos_sim
-from raycse.model import Encoder
-from raycse.trainer import encode_fn
+from raycse.model import Encoder, encode_fn
 
 PERCENTILES = (50, 75, 90, 95, 99, 99.9)
 

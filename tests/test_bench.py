@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from raycse.bench import BenchOptions, pass_rows, step_flops
+from raycse.bench.step import BenchOptions, pass_rows, step_flops
 from raycse.cli import main
 from raycse.row_dropout import ROW_DROPOUT_ATTENTION
 
@@ -75,7 +75,7 @@ def test_bench_profile_and_no_baseline(tmp_path, one_thread):
 
 
 def test_step_flops_follow_the_documented_formula():
-    from raycse.bench import load_tokenizer, make_encoder
+    from raycse.bench.synthetic import load_tokenizer, make_encoder
     from raycse.losses import build_loss
 
     encoder = make_encoder("tiny", load_tokenizer(), "sdpa", seed=0)

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from raycse.config import BUNDLED_CORPUS
 from raycse.data import (
+    BUNDLED_CORPUS,
     BUNDLED_SICK_TRIPLETS,
     SICK_TRAIN_PATH,
     GlobalBatches,

@@ -17,11 +17,10 @@ from raycse.model import (
     AUTO_POOLER,
     POOLERS,
     Encoder,
-    check_loadable,
     declared_pooler,
-    resolve_model_path,
     resolve_poolers,
 )
+from raycse.model_loading import check_loadable, resolve_model_path
 from raycse.row_dropout import ROW_DROPOUT_ATTENTION, RowDropout
 
 
@@ -139,7 +138,7 @@ def test_encode_tokenises_a_sentence_list_once_and_then_reuses_it(tiny_bert_dir,
 def test_a_reloaded_model_is_a_fresh_copy_until_its_files_change(tiny_bert_dir, tmp_path):
     import shutil
 
-    import raycse.model
+    import raycse.model_loading
 
     directory = tmp_path / "model"
     shutil.copytree(tiny_bert_dir, directory)
@@ -151,7 +150,7 @@ def test_a_reloaded_model_is_a_fresh_copy_until_its_files_change(tiny_bert_dir, 
     first.save(directory, pooler="avg")  # new files: the cache entry no longer applies
     third = Encoder.from_pretrained(directory, pooler="avg")
     assert third.backbone.embeddings.word_embeddings.weight.abs().sum() == 0
-    assert len(raycse.model._LOADED_CACHE) <= raycse.model.LOADED_CACHE_SIZE
+    assert len(raycse.model_loading._LOADED_CACHE) <= raycse.model_loading.LOADED_CACHE_SIZE
 
 
 def test_max_len_truncates(tiny_bert_dir):

@@ -69,8 +69,9 @@ def test_a_full_disk_while_checkpointing_leaves_the_previous_best_intact(tmp_pat
     from sentence_transformers import SentenceTransformer
     from transformers import BertModel
 
+    from raycse.checkpoints import CheckpointWriteError
     from raycse.config import TrainConfig
-    from raycse.trainer import CheckpointWriteError, train
+    from raycse.trainer import train
 
     evaluations = []
 
@@ -204,9 +205,9 @@ def test_runs_of_trials_that_tune_never_recorded_are_dropped_on_resume(tmp_path)
     import optuna
     from mlflow.tracking import MlflowClient
 
-    from raycse.search import STAGE_TAG
-    from raycse.searcher import RAY_TRIAL_ID, fail_unrecorded_trials
-    from raycse.tracking import STATUS_TAG, TRIAL_TAG, Tracker
+    from raycse.driver.searcher import fail_unrecorded_trials
+    from raycse.records import RAY_TRIAL_ID, STAGE_TAG, STATUS_TAG, TRIAL_TAG
+    from raycse.tracking import Tracker
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     tracker = Tracker(uri, "lost")
@@ -221,7 +222,7 @@ def test_runs_of_trials_that_tune_never_recorded_are_dropped_on_resume(tmp_path)
     runs = {"done": child("done", "search", "FINISHED"), "resumed": child("resumed", "search", "KILLED"),
             "lost": child("lost", "search", "KILLED"), "lost-live": child("lost-live", "search", "RUNNING"),
             "finished-unknown": child("finished-unknown", "search", "FINISHED"),
-            "other-stage": child("other-stage", "confirm", "KILLED")}
+            "other-stage": child("other-stage", "judge", "KILLED")}
     dropped = tracker.drop_unrecorded_trials(parent, (STAGE_TAG, "search"), {"done", "resumed", "new"})
     assert sorted(dropped) == ["lost", "lost-live"]
     client = MlflowClient(tracking_uri=uri)

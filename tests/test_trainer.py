@@ -10,19 +10,18 @@ from pathlib import Path
 import pytest
 import torch
 
+from raycse.batches import BatchTokenizer, training_loader
 from raycse.config import TrainConfig
 from raycse.data import GlobalBatches
 from raycse.evaluation import SEVEN_TASKS, StsbDevEvaluator
 from raycse.model import Encoder
 from raycse.trainer import (
     NONFINITE_CHECK_EVERY,
-    BatchTokenizer,
     StepRunner,
     TrainingDiverged,
     dropout_disabled,
     load_complementary,
     train,
-    training_loader,
 )
 
 UNSUPERVISED = ("simcse", "focal", "off-dropout", "dclr", "triplet", "imsimcse", "simcse+dcl", "simcse+barlow")
@@ -183,8 +182,8 @@ def test_only_the_forward_passes_a_loss_needs_run(tiny_bert_dir, nli_csv, senten
     supervised = loss == "simcse-sup"
     config = tiny_config(tiny_bert_dir, Path("unused"), loss=loss, batch_size=4,
                          sup_data=str(nli_csv) if supervised else None)
+    from raycse.data import load_examples
     from raycse.losses import build_loss
-    from raycse.trainer import load_examples
 
     device = torch.device("cpu")
     loss_fn = build_loss(loss)
@@ -307,8 +306,8 @@ def test_cuda_padding_rounds_lengths_up_to_multiples_of_8_without_changing_the_v
 
 
 def test_compile_policy(tiny_bert_dir):
+    from raycse.compile_policy import decide_compile
     from raycse.losses import build_loss
-    from raycse.trainer import decide_compile
 
     config = tiny_config(tiny_bert_dir, Path("unused"))
     assert config.compile == "auto"

@@ -22,14 +22,38 @@ from pathlib import Path
 from typing import Any
 
 from raycse.config import TrainConfig
-from raycse.evaluation import RESULTS_OF_TASKS
+from raycse.evaluation import DevObjective
+from raycse.records import (
+    BEST_OBJECTIVE,
+    BEST_STEP,
+    CHECKPOINT_PATH,
+    CHECKPOINT_TAG,
+    COMPILE_DECISION,
+    DIVERGED_KEY,
+    ERROR,
+    FINAL,
+    FINAL_KEYS,
+    FINISHED,
+    JUDGE,
+    OBJECTIVE,
+    REPLAYED,
+    SENTENCES_PER_S,
+    STATUS_TAG,
+    STEP,
+    STEPS_TAG,
+    TOTAL_STEPS,
+    TRAIN_LOSS,
+    TRIAL_CHECKPOINT,
+    TRIAL_COMPILE,
+    TRIAL_EVAL,
+    TRIAL_STARTUP,
+    TRIAL_TAG,
+    TRIAL_TIMING_KEYS,
+    TRIAL_TRAIN,
+    loss_stat,
+)
 from raycse.space import SearchSpace, TrialSpec
 
-METRIC = "objective"
-WORST_OBJECTIVE = -100.0  # the objective of a diverged trial: the lowest a Spearman x100 can be
-# what a trial's best checkpoint is scored on at the end: evaluation's 'all' set less the STS-B dev figure
-FINAL_KEYS = tuple(k for k in RESULTS_OF_TASKS["all"] if k != "stsb_dev")
-TIMING_KEYS = ("trial_startup_s", "trial_compile_s", "trial_train_s", "trial_eval_s", "trial_checkpoint_s")
 COMPILE_RECORD = "raycse-compile-seconds.json"  # per node, in the system's temp directory
 
 
@@ -47,23 +71,24 @@ def eval_metrics(report, extra_checkpoint_s: float = 0.0, worker_start_s: float 
     (cumulative over the trial; startup includes the worker's own start, checkpoint Tune's copy to storage)."""
     timings = report.timings
     return {
-        "step": report.step, METRIC: report.objective, "best_objective": report.best_objective,
-        "best_step": report.best_step, "train_loss": report.train_loss, "sentences_per_s": report.sentences_per_s,
-        **report.dev_scores, **report.loss_stats,
-        "trial_startup_s": worker_start_s + timings.startup_s, "trial_compile_s": timings.compile_s,
-        "trial_train_s": timings.train_s,
-        "trial_eval_s": timings.eval_s, "trial_checkpoint_s": timings.checkpoint_s + extra_checkpoint_s,
-        "compile_decision": report.compile_decision,
+        STEP: report.step, TOTAL_STEPS: report.total_steps, OBJECTIVE: report.objective,
+        BEST_OBJECTIVE: report.best_objective, BEST_STEP: report.best_step, TRAIN_LOSS: report.train_loss,
+        SENTENCES_PER_S: report.sentences_per_s,
+        **report.dev_scores, **{loss_stat(name): value for name, value in report.loss_stats.items()},
+        TRIAL_STARTUP: worker_start_s + timings.startup_s, TRIAL_COMPILE: timings.compile_s,
+        TRIAL_TRAIN: timings.train_s, TRIAL_EVAL: timings.eval_s,
+        TRIAL_CHECKPOINT: timings.checkpoint_s + extra_checkpoint_s,
+        COMPILE_DECISION: report.compile_decision,
     }
 
 
 def final_metrics(results: dict, last_eval: dict) -> dict[str, Any]:
     """The last report of a finished trial: its best objective as the objective, the test figures if scored."""
-    timings = {k: last_eval[k] for k in TIMING_KEYS if k in last_eval}  # the last evaluation's dev figures stay out:
-    # a test figure of the same name (sickr_dev) comes from the best checkpoint, below
-    final = {**timings, "step": results["steps"], METRIC: results["best_objective"],
-             "best_objective": results["best_objective"], "best_step": results["best_step"], "final": 1}
-    final["trial_eval_s"] = last_eval.get("trial_eval_s", 0.0) + results.get("test_eval_seconds", 0.0)
+    timings = {k: last_eval[k] for k in TRIAL_TIMING_KEYS if k in last_eval}  # the last evaluation's dev figures
+    # stay out: a test figure of the same name (sickr_dev) comes from the best checkpoint, below
+    final = {**timings, STEP: results["steps"], OBJECTIVE: results["best_objective"],
+             BEST_OBJECTIVE: results["best_objective"], BEST_STEP: results["best_step"], FINAL: 1}
+    final[TRIAL_EVAL] = last_eval.get(TRIAL_EVAL, 0.0) + results.get("test_eval_seconds", 0.0)
     final.update({k: results[k] for k in FINAL_KEYS if k in results})
     return final
 
@@ -71,10 +96,10 @@ def final_metrics(results: dict, last_eval: dict) -> dict[str, Any]:
 def diverged_metrics(err, last_eval: dict) -> dict[str, Any]:
     """A diverged training is an outcome, not a crash: it ends with the worst objective (so ASHA and Optuna learn
     from it) and `diverged: 1`; Ray's FailureConfig is left to retry real crashes only."""
-    timings = {k: last_eval[k] for k in TIMING_KEYS if k in last_eval}
-    return {**timings, "step": err.step, METRIC: WORST_OBJECTIVE, "final": 1, "diverged": 1, "error": str(err),
-            "best_objective": last_eval.get("best_objective", WORST_OBJECTIVE),
-            "best_step": last_eval.get("best_step", 0)}
+    timings = {k: last_eval[k] for k in TRIAL_TIMING_KEYS if k in last_eval}
+    return {**timings, STEP: err.step, OBJECTIVE: DevObjective.worst, FINAL: 1, DIVERGED_KEY: 1, ERROR: str(err),
+            BEST_OBJECTIVE: last_eval.get(BEST_OBJECTIVE, DevObjective.worst),
+            BEST_STEP: last_eval.get(BEST_STEP, 0)}
 
 
 def train_and_report(config: TrainConfig, report, resume: bool, worker_start_s: float = 0.0,
@@ -82,7 +107,7 @@ def train_and_report(config: TrainConfig, report, resume: bool, worker_start_s: 
     """Train, calling `report(metrics, checkpoint_dir)` at each evaluation and once at the end (final results)."""
     from raycse.trainer import TrainingDiverged, train
 
-    last_eval: dict[str, Any] = {"trial_startup_s": worker_start_s}
+    last_eval: dict[str, Any] = {TRIAL_STARTUP: worker_start_s}
     extra_checkpoint_s = 0.0
 
     def on_eval(eval_report) -> None:
@@ -130,36 +155,38 @@ def _write_compile_record(seconds: float) -> None:
 # --------------------------------------------------------------------------- finished means finished
 def replayed_result(context: TrialContext, trial_id: str) -> dict | None:
     """The recorded final result of a trial whose MLflow run the driver already FINISHED, else None."""
-    from mlflow.tracking import MlflowClient
+    from raycse.errors import ConfigError
+    from raycse.tracking import Tracker
 
-    from raycse.tracking import STATUS_TAG, TRIAL_TAG
-
-    client = MlflowClient(tracking_uri=context.tracking_uri)
-    experiment = client.get_experiment_by_name(context.experiment)
-    if experiment is None:
+    try:
+        tracker = Tracker.existing(context.tracking_uri, context.experiment)
+    except ConfigError:  # no store or experiment yet: nothing recorded
         return None
-    runs = client.search_runs([experiment.experiment_id], max_results=1,
-                              filter_string=f"tags.`{TRIAL_TAG}` = '{trial_id}' and attributes.status = 'FINISHED'")
+    runs = tracker.runs(f"tags.`{TRIAL_TAG}` = '{trial_id}' and attributes.status = 'FINISHED'", max_results=1)
     if not runs:
         return None
     run = runs[0]
     metrics, tags = run.data.metrics, run.data.tags
-    best = metrics.get("best_objective", WORST_OBJECTIVE)
-    result = {"step": int(float(tags.get("raycse.steps", metrics.get("best_step", 0)))), METRIC: best,
-              "best_objective": best, "best_step": int(metrics.get("best_step", 0)), "replayed": 1,
-              "checkpoint_path": tags.get("raycse.checkpoint")}
-    if tags.get(STATUS_TAG) == "finished":
-        result["final"] = 1
-    result.update({k: metrics[k] for k in (*FINAL_KEYS, *TIMING_KEYS) if k in metrics})
+    best = metrics.get(BEST_OBJECTIVE, DevObjective.worst)
+    result = {STEP: int(float(tags.get(STEPS_TAG, metrics.get(BEST_STEP, 0)))), OBJECTIVE: best,
+              BEST_OBJECTIVE: best, BEST_STEP: int(metrics.get(BEST_STEP, 0)), REPLAYED: 1,
+              CHECKPOINT_PATH: tags.get(CHECKPOINT_TAG)}
+    if tags.get(STATUS_TAG) == FINISHED:
+        result[FINAL] = 1
+    result.update({k: metrics[k] for k in (*FINAL_KEYS, *TRIAL_TIMING_KEYS) if k in metrics})
     return result
 
 
 # ------------------------------------------------------------------------------------ the trainable
 def trial_config(space: SearchSpace, spec: TrialSpec, output_dir: str) -> TrainConfig:
+    """The trial's TrainConfig. Its best checkpoint is scored on the test tasks at the end when the space asks it
+    of every trial (test_eval: all), and for every judging run unless the test tasks are off (the answer's test
+    table is made of them)."""
     config = space.trial_config(spec.sampled, spec.seed)
+    test_eval = space.test_eval == "all" or (spec.stage == JUDGE and space.test_eval != "none")
     return dataclasses.replace(config, workers=space.resources.workers,
-                               gpus_per_worker=space.resources.gpus_per_worker,
-                               test_eval=space.test_eval == "all", output_dir=output_dir)
+                               gpus_per_worker=space.resources.gpus_per_worker, test_eval=test_eval,
+                               output_dir=output_dir)
 
 
 _previous_trial_end: float | None = None  # when this worker process last finished a trial (Tune reuses actors)
@@ -229,7 +256,7 @@ def _restore(checkpoint, output_dir: str) -> bool:
 def _run_on_workers(config: TrainConfig, space: SearchSpace, tune_context, checkpoint) -> None:
     from ray.tune.integration.ray_train import TuneReportCallback
 
-    from raycse.launch import torch_trainer
+    from raycse.ray_runtime import torch_trainer
 
     torch_trainer(worker_loop, config, cpus_per_worker=space.resources.cpus_per_worker,
                   storage_path=os.path.dirname(tune_context.get_trial_dir()),

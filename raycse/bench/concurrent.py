@@ -1,6 +1,6 @@
 """`raycse bench --concurrent N`: N trials sharing one machine, each a Ray task with 1/N of it (`run_concurrent`).
 
-A trial runs `raycse bench`'s own step (`raycse.bench`: a random encoder, the trainer's StepRunner and
+A trial runs `raycse bench`'s own step (`raycse.bench.step`: a random encoder, the trainer's StepRunner and
 DataLoader on synthetic batches). `benchmarks/concurrent.py` runs this for N = 1, 2, 4, 8 in one Ray session.
 """
 from __future__ import annotations
@@ -12,10 +12,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from raycse.bench import BenchOptions
-
-# raycse.bench re-exports `run_concurrent` and `format_concurrent`, so this module imports raycse.bench inside
-# its functions: at the top, importing either module first would find the other half-initialised.
+    from raycse.bench.step import BenchOptions
 
 
 def _barrier_class():
@@ -42,7 +39,7 @@ def concurrent_trial(options: dict, threads: int, barrier) -> dict:
     import ray
     import torch
 
-    from raycse.bench import (
+    from raycse.bench.step import (
         BATCH_POOL,
         BenchOptions,
         build_runner,
@@ -52,7 +49,7 @@ def concurrent_trial(options: dict, threads: int, barrier) -> dict:
         synchronize,
         synthetic_data,
     )
-    from raycse.trainer import pick_device
+    from raycse.model import pick_device
 
     torch.set_num_threads(max(1, threads))
     opts = BenchOptions(**options)

@@ -3,7 +3,7 @@
 What is timed, on randomly initialised BERT-shaped encoders (the packaged MiniLM's tokenizer, no download):
 
   raycse step    what a training or search trial runs per step: the next batch of the trainer's own DataLoader
-                 (`raycse.trainer.training_loader`: on CUDA tokenised ahead by worker processes into pinned
+                 (`raycse.batches.training_loader`: on CUDA tokenised ahead by worker processes into pinned
                  memory, on CPU tokenised inline, see there) and `raycse.trainer.StepRunner.step` on it
                  (host-to-device copy, the passes the loss needs, backward, optimiser and scheduler step): bf16
                  autocast, fused AdamW, SDPA attention and `torch.compile` with CUDA graphs on CUDA (`--no-compile`
@@ -13,7 +13,7 @@ What is timed, on randomly initialised BERT-shaped encoders (the packaged MiniLM
                  and the same passes, the 2N sentences tokenised as one list inside the step. Same weights, same
                  batches in the same order.
   evaluation     one call of the `stsb_dev` objective on the trained encoder, encoded the way the trainer
-                 encodes it (`raycse.trainer.encode_fn`).
+                 encodes it (`raycse.model.encode_fn`).
 
 The synthetic sentences are whole vocabulary words, `seq_len - 2` of them, so every sentence is exactly
 `seq_len` tokens with [CLS] and [SEP] and every step has the same shape. A step consumes N = `batch_size`
@@ -40,7 +40,7 @@ gets the kernels' time per step and the fraction of the wall time the device was
 bounds the step; well below: the host does).
 
 `--concurrent N` measures instead the aggregate throughput of N trials sharing the machine: see
-`raycse.bench_concurrent`.
+`raycse.bench.concurrent`.
 """
 from __future__ import annotations
 
@@ -51,22 +51,13 @@ import gc
 import math
 import os
 import platform
-import random
 import time
 from dataclasses import dataclass
 
-from raycse.bench_concurrent import format_concurrent as format_concurrent  # re-exported for `raycse bench`
-from raycse.bench_concurrent import run_concurrent as run_concurrent
+from raycse.bench.synthetic import MAX_POSITIONS, SHAPES, load_tokenizer, make_encoder, synthetic_data
 from raycse.config import check_int
 from raycse.errors import ConfigError
 
-SHAPES: dict[str, dict[str, int]] = {
-    "bert-base": {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072},
-    "bert-large": {"hidden_size": 1024, "num_hidden_layers": 24, "num_attention_heads": 16, "intermediate_size": 4096},
-    "minilm": {"hidden_size": 384, "num_hidden_layers": 6, "num_attention_heads": 12, "intermediate_size": 1536},
-    "tiny": {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64},
-}
-MAX_POSITIONS = 512
 PRECISIONS = ("auto", "fp32", "bf16")
 
 # Dense (no sparsity) bf16 tensor-core peaks, TFLOP/s; first match of the CUDA device name wins.
@@ -106,60 +97,6 @@ class BenchOptions:
             raise ConfigError(f"--precision: {self.precision!r} is not one of {', '.join(PRECISIONS)}")
         build_loss(self.loss)  # ConfigError naming an unknown loss
         return self
-
-
-# ------------------------------------------------------------------------------------------- building
-def bert_config(shape: str, vocab_size: int, attn_implementation: str):
-    from transformers import BertConfig
-
-    return BertConfig(vocab_size=vocab_size, max_position_embeddings=MAX_POSITIONS,
-                      attn_implementation=attn_implementation, **SHAPES[shape])
-
-
-def load_tokenizer():
-    from transformers import AutoTokenizer
-
-    from raycse.model import resolve_model_path
-
-    return AutoTokenizer.from_pretrained(resolve_model_path("minilm"))
-
-
-def make_encoder(shape: str, tokenizer, attn_implementation: str, seed: int, pooler: str = "cls"):
-    """A randomly initialised `Encoder` of `shape`; the same seed gives the same weights for either attention."""
-    import torch
-    from transformers import BertModel
-
-    from raycse.model import Encoder
-
-    torch.manual_seed(seed)
-    backbone = BertModel(bert_config(shape, len(tokenizer), attn_implementation))
-    if backbone.config._attn_implementation != attn_implementation:
-        raise RuntimeError(f"asked for {attn_implementation} attention, got {backbone.config._attn_implementation}")
-    return Encoder(backbone.float(), tokenizer, pooler)
-
-
-def synthetic_data(tokenizer, batch_size: int, seq_len: int, supervised: bool, count: int, seed: int):
-    """`GlobalBatches` of `count` batches of `batch_size` sentences (triplets when supervised), each sentence exactly
-    `seq_len` tokens: the batches the trainer would draw from such a corpus."""
-    from raycse.data import GlobalBatches
-
-    rng = random.Random(seed)
-    words = sorted(w for w in tokenizer.get_vocab() if w.isascii() and w.isalpha() and w.islower() and len(w) >= 3)
-
-    def sentence() -> str:
-        return " ".join(rng.choice(words) for _ in range(seq_len - 2))
-
-    batches = []
-    for _ in range(count):
-        if supervised:
-            batches.append([(sentence(), sentence(), sentence()) for _ in range(batch_size)])
-        else:
-            batches.append([sentence() for _ in range(batch_size)])
-    sample = [s for row in batches[0] for s in (row if supervised else (row,))]
-    lengths = {len(ids) for ids in tokenizer(sample)["input_ids"]}
-    if lengths != {seq_len}:
-        raise RuntimeError(f"synthetic sentences tokenise to lengths {sorted(lengths)}, not {seq_len}")
-    return GlobalBatches([row for batch in batches for row in batch], batch_size, seed)
 
 
 def layer_parameters(encoder) -> int:
@@ -302,7 +239,7 @@ def total_steps(options: BenchOptions) -> int:
 
 def step_inputs(options: BenchOptions, data, runner, device):
     """The trainer's own DataLoader over `data` for warmup + steps steps, as `train` builds it: (loader, iterator)."""
-    from raycse.trainer import training_loader
+    from raycse.batches import training_loader
 
     total = total_steps(options)
     loader = training_loader(data, math.ceil(total / len(data)), total, runner.tokenize, device, options.seed)
@@ -383,7 +320,7 @@ def time_eval(encoder, eval_pooler: str) -> dict:
     """One STS-B dev evaluation as the trainer runs it: a first call (tokenising, lazy CUDA init) timed on its own,
     then the call that `eval_seconds` reports."""
     from raycse.evaluation import build_objective
-    from raycse.trainer import encode_fn
+    from raycse.model import encode_fn
 
     objective = build_objective("stsb_dev")
     encode = encode_fn(encoder, eval_pooler)
@@ -404,7 +341,7 @@ def run_bench(options: BenchOptions) -> dict:
     import torch
     import transformers
 
-    from raycse.trainer import pick_device
+    from raycse.model import pick_device
 
     options.validate()
     device = pick_device()

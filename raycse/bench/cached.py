@@ -49,7 +49,7 @@ class CachedBenchOptions:
     seed: int = 0
 
     def validate(self) -> CachedBenchOptions:
-        from raycse.bench import BenchOptions
+        from raycse.bench.step import BenchOptions
 
         for loss in self.losses:
             BenchOptions(shape=self.shape, loss=loss, batch_size=self.batch_size, steps=self.steps,
@@ -85,10 +85,13 @@ def measure(spec: dict) -> dict:
     dict plus "loss", "batch_size" and "mini_batch_size" (None: uncached)."""
     import torch
 
-    from raycse.bench import device_name, load_tokenizer, make_encoder, synchronize, synthetic_data, timed_steps
+    from raycse.batches import training_loader
+    from raycse.bench.step import device_name, synchronize, timed_steps
+    from raycse.bench.synthetic import load_tokenizer, make_encoder, synthetic_data
     from raycse.config import TrainConfig
     from raycse.losses import build_loss
-    from raycse.trainer import StepRunner, freeze, pick_device, training_loader
+    from raycse.model import pick_device
+    from raycse.trainer import StepRunner, freeze
 
     device = pick_device()
     start_mib = _resident_mib()
@@ -122,7 +125,7 @@ def measure(spec: dict) -> dict:
 
 
 def _run_child(spec: dict) -> dict:
-    process = subprocess.run([sys.executable, "-m", "raycse.bench_cached", json.dumps(spec)], capture_output=True,
+    process = subprocess.run([sys.executable, "-m", __name__, json.dumps(spec)], capture_output=True,
                              text=True, env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
     if process.returncode != 0:
         tail = process.stderr.strip().splitlines()[-1:] or ["(no output)"]
@@ -163,7 +166,7 @@ def run_cached_bench(options: CachedBenchOptions, progress=None) -> dict:
 
 
 def format_cached(result: dict) -> str:
-    from raycse.bench import SHAPES
+    from raycse.bench.synthetic import SHAPES
 
     layers = SHAPES[result["shape"]]
     small, large = result["batch_size"], result["cached_batch_size"]
@@ -193,5 +196,5 @@ def format_cached(result: dict) -> str:
     return "\n".join(lines)
 
 
-if __name__ == "__main__":  # one configuration: `python -m raycse.bench_cached '<json spec>'`, JSON on stdout
+if __name__ == "__main__":  # one configuration: `python -m raycse.bench.cached '<json spec>'`, JSON on stdout
     print(json.dumps(measure(json.loads(sys.argv[1]))))

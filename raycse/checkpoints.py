@@ -1,0 +1,134 @@
+"""A training's checkpoints: `best/` (the best model by the objective) and `last/` (everything needed to continue).
+
+`last/` holds the model, optimiser, LR schedule and grad-scaler states of the step runner, the `Progress` (step,
+best so far, dev curve, timings, the compile decision) and every rank's RNG states, so that a resumed training ends
+where an uninterrupted one with the same seed ends. Both are written atomically (built beside, then renamed); an
+OSError while writing (a full disk) becomes one `CheckpointWriteError` line, the previous checkpoint intact.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import random
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from raycse import distributed as dist_utils
+from raycse.errors import ConfigError
+from raycse.files import replace_directory
+
+TRAINING_STATE_FILE = "training_state.pt"
+
+
+class CheckpointWriteError(OSError):
+    """A checkpoint could not be written (a full disk, say); the previous checkpoints are intact."""
+
+
+@dataclass
+class Timings:
+    """Seconds spent, cumulative over the training, by what they were spent on (rank 0's clock).
+
+    startup: model and data loading up to the first step; compile: the extra time of the steps that compiled
+    (torch.compile, CUDA graph capture); train: the steps otherwise; eval: the objective's evaluations;
+    checkpoint: writing best/ and last/.
+    """
+
+    startup_s: float = 0.0
+    compile_s: float = 0.0
+    train_s: float = 0.0
+    eval_s: float = 0.0
+    checkpoint_s: float = 0.0
+
+
+@dataclass
+class Progress:
+    """Where a training stands after an evaluation: what last/ saves besides the tensors."""
+
+    step: int = 0
+    best_objective: float = -math.inf
+    best_step: int = 0
+    dev_curve: list[dict] = field(default_factory=list)
+    timings: Timings = field(default_factory=Timings)
+    compiled: bool | None = None  # the compile decision once taken (a resumed training keeps it)
+    compile_decision: str = ""
+
+
+def _rng_states() -> dict:
+    states = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        states["cuda"] = torch.cuda.get_rng_state_all()
+    return states
+
+
+def _restore_rng_states(states: dict) -> None:
+    random.setstate(states["python"])
+    np.random.set_state(states["numpy"])
+    torch.set_rng_state(states["torch"])
+    if "cuda" in states and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])
+
+
+def writing_checkpoint(path: Path):
+    """OSErrors while a checkpoint is written become one CheckpointWriteError naming the checkpoint."""
+    @contextlib.contextmanager
+    def guard():
+        try:
+            yield
+        except OSError as err:
+            if isinstance(err, CheckpointWriteError):
+                raise
+            reason = err.strerror or str(err)
+            raise CheckpointWriteError(err.errno, f"cannot write the checkpoint {path}: {reason}; "
+                                                  "the previous checkpoint is intact") from err
+    return guard()
+
+
+def save_last(output_dir: Path, runner, progress: Progress, rank: int) -> None:
+    """Write last/ atomically (rank 0): the tensors, the progress, and every rank's RNG states (gathered)."""
+    rng_states = dist_utils.gather_objects(_rng_states())  # a collective: every rank takes part
+    if rank != 0:
+        return
+    target = output_dir / "last"
+    with writing_checkpoint(target):
+        output_dir.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".last.", suffix=".partial", dir=output_dir))
+        try:
+            torch.save({
+                "model": runner.encoder.state_dict(),
+                "optimizer": runner.optimizer.state_dict(),
+                "scheduler": runner.scheduler.state_dict(),
+                "scaler": runner.scaler.state_dict(),
+                "progress": asdict(progress),
+                "rng_by_rank": rng_states,
+            }, staging / TRAINING_STATE_FILE)
+            replace_directory(staging, target)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+
+
+def load_last(last_dir: Path, runner, rank: int) -> Progress:
+    """Put the runner back where last/ left it; returns the progress (RNG states restored last)."""
+    state_file = last_dir / TRAINING_STATE_FILE
+    if not state_file.is_file():
+        raise ConfigError(f"cannot resume: {last_dir} holds no {TRAINING_STATE_FILE}")
+    try:
+        state = torch.load(state_file, map_location="cpu", weights_only=False)  # RNG states must stay on the CPU
+    except (OSError, RuntimeError, EOFError) as err:
+        raise ConfigError(f"cannot resume from {state_file}: {err}") from None
+    if len(state["rng_by_rank"]) != dist_utils.world_size():
+        raise ConfigError(f"cannot resume from {last_dir}: it was written by {len(state['rng_by_rank'])} worker(s), "
+                          f"this training has {dist_utils.world_size()}")
+    runner.encoder.load_state_dict(state["model"])
+    runner.optimizer.load_state_dict(state["optimizer"])
+    runner.scheduler.load_state_dict(state["scheduler"])
+    runner.scaler.load_state_dict(state["scaler"])
+    saved = state["progress"]
+    progress = Progress(**{**saved, "timings": Timings(**saved["timings"])})
+    _restore_rng_states(state["rng_by_rank"][rank])
+    return progress

@@ -1,0 +1,78 @@
+"""Between the search's trial records and its decision: the confirmation plan of a space, the search stage's curves,
+the configurations' seed-level scores, and which configurations the choosing and judging blocks train.
+
+The statistics themselves are raycse/driver/decision.py's (pure); this module only reads records into its inputs.
+"""
+from __future__ import annotations
+
+from raycse.driver.decision import Baseline as DecisionBaseline
+from raycse.driver.decision import ConfigScores, ConfirmPlan, SeedScore
+from raycse.driver.outcome import Baseline, TrialRecord
+from raycse.driver.ranking import Ranked, TrialCurve
+from raycse.records import CHOOSE, JUDGE, SEARCH
+from raycse.space import SearchSpace
+
+
+def confirm_plan(plan: SearchSpace, budget: str) -> ConfirmPlan | None:
+    """The space's confirmation settings as the decision reads them; None without a confirmation stage."""
+    if plan.confirm is None:
+        return None
+    from raycse.evaluation import build_objective
+
+    objective = build_objective(plan.base.objective, plan.base.objective_columns)
+    return ConfirmPlan(budget=budget, top_k=plan.confirm.top_k, choose_seeds=plan.confirm.choose_seeds,
+                       judge_seeds=plan.confirm.judge_seeds, base_seed=plan.base.seed, num_samples=plan.num_samples,
+                       objective=objective.description)
+
+
+def trial_curves(searched: list[TrialRecord]) -> list[TrialCurve]:
+    """The search stage's trials as the ranking reads them: status and dev curve."""
+    curves = []
+    for record in searched:
+        if record.stage != SEARCH:
+            continue
+        curve = tuple(record.curve)
+        if not curve and record.best_objective is not None:  # a replayed trial: its best evaluation only
+            curve = ((record.best_step, record.best_objective),)
+        curves.append(TrialCurve(key=record.config_key, status=record.status, curve=curve, trial_id=record.trial_id))
+    return curves
+
+
+def configurations(plan: SearchSpace, records: list[TrialRecord]) -> dict[str, dict]:
+    """Every configuration the records hold, and the published points: key -> {family, params}."""
+    found = {r.config_key: {"family": r.family, "params": r.params} for r in records}
+    for family in plan.families:
+        sampled = plan.published_sampled(family) if plan.families[family].published else None
+        if sampled is not None:
+            found.setdefault(plan.config_key(sampled), {"family": plan.family_of(sampled),
+                                                         "params": plan.params_of(sampled)})
+    return found
+
+
+def published_key(plan: SearchSpace, winner_family: str | None) -> str | None:
+    """The published point the winner is set against: in a conditional space (all.yaml), its own family's."""
+    sampled = plan.published_sampled(winner_family if plan.conditional else None)
+    return plan.config_key(sampled) if sampled is not None else None
+
+
+def seed_scores(runs: list[TrialRecord]) -> tuple[SeedScore, ...]:
+    """A configuration's runs of one block as the decision reads them: the dev objective is the run's best
+    checkpoint's (the trainer keeps the best), its test figures those of that checkpoint."""
+    return tuple(SeedScore(seed=r.seed, status=r.status, dev=r.best_objective, test=dict(r.test))
+                 for r in sorted(runs, key=lambda r: r.seed))
+
+
+def config_scores(ranking: list[Ranked], published: str | None, choose_runs: list[TrialRecord],
+                  judge_runs: list[TrialRecord]) -> list[ConfigScores]:
+    """The ranked configurations (with their choosing runs) and the published point, each with its judging runs."""
+    keys = [r.key for r in ranking] + ([published] if published and published not in {r.key for r in ranking}
+                                       else [])
+    rank_of = {r.key: r.rank for r in ranking}
+    return [ConfigScores(key=key, search_rank=rank_of.get(key),
+                         choose=seed_scores([r for r in choose_runs if r.config_key == key and r.stage == CHOOSE]),
+                         judge=seed_scores([r for r in judge_runs if r.config_key == key and r.stage == JUDGE]))
+            for key in keys]
+
+
+def decision_baseline(baseline: Baseline) -> DecisionBaseline:
+    return DecisionBaseline(dev=baseline.objective, test=dict(baseline.test))

@@ -1,0 +1,144 @@
+"""How a search is laid out before it runs: its budget, the trials' resources and concurrency, the scheduler, the
+sampler and the persistent Optuna study. Pure decisions on the space and the cluster, plus the study's storage."""
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from raycse.errors import ConfigError
+from raycse.space import Confirm, SearchSpace
+
+SAMPLERS = ("tpe", "random", "grid")
+
+
+def experiment_dir_name(experiment: str) -> str:
+    """The search's name on disk (Tune's experiment directory): the experiment, made path-safe."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", experiment).strip("-") or "raycse"
+
+
+def auto_budget(cluster: dict) -> str:
+    """'full' where there is a GPU to use, else the file's CPU budget.
+
+    A cluster that autoscales GPU workers from zero shows no GPU until a trial asks for one, so a driver that
+    joined an existing cluster (RAY_ADDRESS, as `ray job submit` sets) counts as having GPUs; pass
+    `--budget cpu` for a CPU-only cluster.
+    """
+    if cluster.get("GPU", 0) > 0 or os.environ.get("RAY_ADDRESS"):
+        return "full"
+    return "cpu"
+
+
+def search_plan(space: SearchSpace, options, budget: str) -> SearchSpace:
+    """The space the search runs: the budget applied, then the command line's overrides (flags win)."""
+    plan = space.with_cpu_budget() if budget == "cpu" else space
+    changes: dict[str, Any] = {}
+    for name in ("num_samples", "max_concurrent", "seed"):
+        if getattr(options, name) is not None:
+            changes[name] = getattr(options, name)
+    if options.scheduler is not None:
+        changes["scheduler"] = {**plan.scheduler, "name": options.scheduler}
+    if options.grace_evals is not None:
+        changes["scheduler"] = {**changes.get("scheduler", plan.scheduler), "grace_evals": options.grace_evals}
+    if not options.confirm:
+        changes["confirm"] = None
+    else:
+        seeds = {name: getattr(options, name) for name in ("choose_seeds", "judge_seeds")
+                 if getattr(options, name) is not None}
+        if seeds:
+            changes["confirm"] = dataclasses.replace(plan.confirm or Confirm(), **seeds)
+    return dataclasses.replace(plan, **changes)
+
+
+def needs_stage0(plan: SearchSpace) -> bool:
+    """Whether a family needs a complementary model (DCLR) and none was given: stage 0 trains one."""
+    from raycse.losses import build_loss
+
+    return plan.base.complementary is None and any(
+        build_loss(family.loss, family.reg).needs_complementary for family in plan.families.values())
+
+
+# ---------------------------------------------------------------------------------------- resources
+def trial_resources(space: SearchSpace):
+    """What one trial asks Ray for: a worker's CPUs (and GPU share), or a placement group of W workers."""
+    from ray import tune
+
+    res = space.resources
+    worker = {"CPU": res.cpus_per_worker, **({"GPU": res.gpus_per_worker} if res.gpus_per_worker else {})}
+    if res.workers == 1:
+        return worker
+    # the Tune function itself only waits on the TorchTrainer: it holds no CPU of its own
+    return tune.PlacementGroupFactory([{"CPU": 0}] + [worker] * res.workers)
+
+
+def max_concurrent(space: SearchSpace, cluster: dict) -> int:
+    """Trials at once: the file's setting, else as many as the cluster's CPUs and GPUs hold (at most num_samples)."""
+    if space.max_concurrent:
+        return space.max_concurrent
+    res = space.resources
+    fits = []
+    if res.cpus_per_worker:
+        fits.append(int(cluster.get("CPU", 0) // (res.cpus_per_worker * res.workers)))
+    if res.gpus_per_worker:
+        fits.append(int(cluster.get("GPU", 0) // (res.gpus_per_worker * res.workers)))
+    fit = min(fits) if fits else 1
+    return max(1, min(fit, space.num_samples)) if fit > 0 else space.num_samples  # 0: the autoscaler will add nodes
+
+
+# ------------------------------------------------------------------------------- scheduler and sampler
+def scheduler(space: SearchSpace):
+    """ASHA over training steps (rungs every grace period x reduction factor), or FIFO."""
+    from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
+
+    if space.scheduler["name"] == "fifo":
+        return FIFOScheduler()
+    eval_steps = space.base.eval_steps
+    # trials end on their own; max_t only caps ASHA's rungs (one past the last step keeps the final report)
+    max_t = (space.base.max_steps or 10**7) + 1
+    return ASHAScheduler(time_attr="step", max_t=max_t, grace_period=int(space.scheduler["grace_evals"] * eval_steps),
+                         reduction_factor=space.scheduler["reduction_factor"])
+
+
+def sampler(name: str, seed: int):
+    """Optuna's sampler for the search stage, seeded."""
+    import optuna
+
+    if name == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    return optuna.samplers.TPESampler(seed=seed)
+
+
+# ------------------------------------------------------------------------------------------ the study
+def default_optuna_storage(tracking_uri: str) -> str:
+    """`optuna.db` beside a SQLite MLflow store, else in the working directory (absolute: trials run elsewhere)."""
+    folder = Path.cwd()
+    if tracking_uri.startswith("sqlite:///"):
+        folder = Path(tracking_uri[len("sqlite:///"):]).parent
+    return f"sqlite:///{(folder / 'optuna.db').resolve()}"
+
+
+def optuna_rdb_storage(url: str):
+    """Optuna's storage at `url`; a SQLite file waits up to a minute for another search's write lock."""
+    import optuna
+
+    from raycse.files import sqlite_creation_lock
+
+    engine_kwargs = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {}
+    with sqlite_creation_lock(url):  # creating the storage creates its tables if the file is new
+        return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs)
+
+
+def check_new_study(optuna_storage: str, study_name: str) -> None:
+    """A new search refuses to write into an existing study (its trials would mix with another search's)."""
+    import optuna
+
+    try:
+        names = optuna.get_all_study_names(storage=optuna_rdb_storage(optuna_storage))
+    except Exception as err:  # noqa: BLE001 - Optuna raises several types for a bad URL or an unreadable file
+        raise ConfigError(f"--optuna-storage: cannot open {optuna_storage!r}: {str(err).splitlines()[0]}") from None
+    if study_name in names:
+        raise ConfigError(f"an Optuna study {study_name!r} already exists in {optuna_storage}: resume its search with "
+                          f"--resume, delete it (optuna delete-study --study-name {study_name} --storage "
+                          f"{optuna_storage}), or pass another --optuna-storage")

@@ -1,0 +1,73 @@
+"""The conductor of `raycse search`: the stages of a search, in order, each timed.
+
+    setup      Ray, the budget and the plan, the MLflow parent run, the Optuna study's storage
+    baseline   the untouched model's objective, scored as a Ray task beside the first trials
+    tokenize   the training data tokenised once for every trial
+    stage0     DCLR only, when no complementary model is given: the SimCSE model DCLR trials use
+    search     Tune trials sampled by Optuna (the published point first), early-stopped by ASHA: they rank
+    choose     the top-K configurations on fresh seeds: the best mean there is the winner
+    judge      the winner and the published point on further fresh seeds, which alone judge them
+    test       judging checkpoints still without test figures scored on the seven STS test tasks
+    record     the decision (raycse/driver/decision.py), the summary, MLflow, the registered model
+    report     the report page
+
+Every trial is a Tune trial (raycse.driver.trial.run_trial) recorded as an MLflow child run by a Tune callback in
+the driver. `--resume` continues whichever stage was interrupted: finished trials are never trained again,
+unfinished ones continue from their last evaluation. The driver knows nothing of loss internals: a trial is a
+TrainConfig.
+"""
+from __future__ import annotations
+
+from raycse.driver import progress
+from raycse.driver.outcome import SearchOutcome
+from raycse.driver.stages.base import Stage
+from raycse.driver.stages.baseline import BaselineStage
+from raycse.driver.stages.choose import ChooseStage
+from raycse.driver.stages.judge import JudgeStage
+from raycse.driver.stages.record import RecordStage
+from raycse.driver.stages.report import ReportStage
+from raycse.driver.stages.search import SearchStage
+from raycse.driver.stages.setup import SetupStage
+from raycse.driver.stages.shared_tokens import TokenizeStage
+from raycse.driver.stages.stage0 import Stage0
+from raycse.driver.stages.test_tasks import TestTasksStage
+from raycse.driver.state import PhaseClock, SearchOptions, SearchState, say
+from raycse.driver.summary import SUMMARY_FILE
+from raycse.space import SearchSpace
+from raycse.tracking import Tracker
+
+STAGES: tuple[Stage, ...] = (SetupStage(), BaselineStage(), TokenizeStage(), Stage0(), SearchStage(), ChooseStage(),
+                             JudgeStage(), TestTasksStage(), RecordStage(), ReportStage())
+
+
+def check_order(stages: tuple[Stage, ...]) -> None:
+    """Every stage's needs are produced by an earlier stage (a programming error otherwise, caught before Ray)."""
+    produced: set[str] = set()
+    for stage in stages:
+        missing = [need for need in stage.needs if need not in produced]
+        if missing:
+            raise RuntimeError(f"stage {stage.name!r} needs {', '.join(missing)}, which no earlier stage produces")
+        produced.update(stage.produces)
+
+
+def run_search(space: SearchSpace, options: SearchOptions, log=say) -> SearchOutcome:
+    """Run (or resume) every stage of a search; the space given is left as it is."""
+    check_order(STAGES)
+    state = SearchState(space=space, options=options, log=log)
+    state.clock = PhaseClock(options.started_at)
+    with progress.shown(options.started_at) as status:  # a status line on a terminal, plain lines elsewhere
+        for stage in STAGES:
+            if stage.applies(state):
+                status.stage(stage.name)
+                with state.clock.phase(stage.name):
+                    stage.run(state)
+    state.outcome.timings = state.outcome.summary["timings"] = state.timings()
+    return state.outcome
+
+
+def finish(outcome: SearchOutcome, tracking_uri: str) -> None:
+    """After the answer is printed: the timings and the final summary on the parent run, which then ends."""
+    tracker = Tracker(tracking_uri, outcome.experiment)
+    tracker.log_metrics(outcome.parent_run_id, outcome.timings)
+    tracker.log_dict(outcome.parent_run_id, outcome.summary, SUMMARY_FILE)
+    tracker.end_run(outcome.parent_run_id, "FINISHED")

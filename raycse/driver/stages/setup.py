@@ -1,0 +1,99 @@
+"""Setup: Ray, the budget and the plan, the MLflow parent run and the Optuna study's storage.
+
+Resume: the parent run is found by the search's storage location (a tag), its children left RUNNING by the killed
+driver are marked KILLED, and the run is RUNNING again; a new search refuses an existing Tune experiment or study.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from raycse.driver import plan as planning
+from raycse.driver.stages.base import Stage
+from raycse.driver.state import SearchState
+from raycse.errors import ConfigError
+from raycse.records import BUDGET_TAG, PATH_TAG, SEARCH_TAG
+from raycse.space import Confirm
+from raycse.tracking import Tracker
+
+
+class SetupStage(Stage):
+    name = "setup"
+    produces = ("name", "storage", "search_path", "cluster", "budget", "plan", "optuna_storage", "tracker",
+                "parent_run_id")
+
+    def run(self, state: SearchState) -> None:
+        import optuna
+        import ray
+
+        from raycse.ray_runtime import start_ray
+
+        _quiet_tune(state.options.storage_path)
+        options, space = state.options, state.space
+        state.name = planning.experiment_dir_name(space.experiment)
+        state.storage = (options.storage_path if "://" in options.storage_path
+                         else str(Path(options.storage_path).resolve()))
+        state.search_path = f"{state.storage.rstrip('/')}/{state.name}"  # also an s3:// or gs:// URI on a cluster
+        _check_new_or_resume(state.search_path, options.resume)
+        start_ray()
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        state.cluster = ray.cluster_resources()
+        state.budget = options.budget if options.budget != "auto" else planning.auto_budget(state.cluster)
+        plan = state.plan = planning.search_plan(space, options, state.budget)
+        if state.budget == "cpu":
+            confirm = plan.confirm
+            state.log(f"No GPU in the Ray cluster: using the CPU budget of {space.path} "
+                      f"({plan.num_samples} trials, batch {plan.base.batch_size}, {plan.base.max_steps or 'all'} "
+                      f"steps, the objective every {plan.base.eval_steps} steps"
+                      + (f"; the winner and the published point judged on {confirm.judge_seeds} fresh seeds)."
+                         if confirm else ")."))
+        state.optuna_storage = options.optuna_storage or planning.default_optuna_storage(options.tracking_uri)
+        state.tracker = Tracker(options.tracking_uri, space.experiment)
+        state.parent_run_id = _open_parent_run(state)
+
+
+def _quiet_tune(storage_path: str) -> None:
+    os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # its reporter prints tables even at verbose=0
+    if "://" not in storage_path:
+        # Tune's snapshot of which checkpoint each trial has reached, at most a second old when the driver dies
+        # (its default waits longer on a local disk, where a snapshot costs next to nothing)
+        os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "1")
+    logging.getLogger("ray.tune").setLevel(logging.WARNING)
+
+
+def _check_new_or_resume(search_path: str, resume: bool) -> None:
+    from ray import tune
+
+    exists = tune.Tuner.can_restore(search_path)
+    if resume and not exists:
+        raise ConfigError(f"--resume: no search to resume at {search_path!r}")
+    if not resume and exists:
+        raise ConfigError(f"a search already exists at {search_path!r}: pass --resume to continue it, "
+                          "or a new --storage-path / experiment name")
+
+
+def _open_parent_run(state: SearchState) -> str:
+    tracker, plan, options = state.tracker, state.plan, state.options
+    if options.resume:  # the parent run is found by the search's storage location, kept as a tag
+        parent_run_id = tracker.find_run(PATH_TAG, state.search_path)
+        if parent_run_id is None:
+            raise ConfigError(f"--resume: no MLflow parent run for {state.search_path!r} in {options.tracking_uri} "
+                              "(pass the --tracking-uri the search started with)")
+        killed = tracker.mark_orphans_killed(parent_run_id)
+        tracker.reopen_run(parent_run_id)
+        state.log(f"Resuming search {state.name!r} (MLflow parent run {parent_run_id}; "
+                  f"{killed} orphaned trial run(s) marked KILLED).")
+        return parent_run_id
+    planning.check_new_study(state.optuna_storage, plan.experiment)
+    parent_run_id = tracker.start_run(state.name, tags={SEARCH_TAG: state.name, PATH_TAG: state.search_path,
+                                                        BUDGET_TAG: state.budget})
+    tracker.log_artifact(parent_run_id, plan.path)
+    confirm = plan.confirm or Confirm(top_k=1, choose_seeds=0, judge_seeds=0)
+    tracker.log_params(parent_run_id, {
+        "space_file": os.path.basename(plan.path), "num_samples": plan.num_samples, "budget": state.budget,
+        "seed": plan.seed, "scheduler": plan.scheduler["name"], "objective": plan.base.objective,
+        "confirm_top_k": confirm.top_k, "choose_seeds": confirm.choose_seeds, "judge_seeds": confirm.judge_seeds,
+        "optuna_storage": state.optuna_storage, "study_name": plan.experiment})
+    return parent_run_id

@@ -1,0 +1,38 @@
+"""Stage 0 (DCLR only, when no complementary model is given): one SimCSE training on the base recipe, whose best
+checkpoint every DCLR trial then uses as its frozen complementary model (the paper's recipe).
+
+Resume: its Tune experiment is restored; a finished stage 0 is not trained again.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from raycse.driver import plan as planning
+from raycse.driver import tune_runner
+from raycse.driver.stages.base import Stage
+from raycse.driver.state import SearchState
+from raycse.records import FINISHED, STAGE0
+from raycse.space import TrialSpec
+
+
+class Stage0(Stage):
+    name = STAGE0
+    needs = ("plan", "shared_tokens")
+    produces = ("plan",)
+
+    def applies(self, state: SearchState) -> bool:
+        return planning.needs_stage0(state.plan)
+
+    def run(self, state: SearchState) -> None:
+        plan = state.plan
+        simcse = dataclasses.replace(next(iter(plan.families.values())), loss="simcse", reg=None, space={},
+                                     published={})
+        stage0 = dataclasses.replace(plan, families={"simcse": simcse}, test_eval="none",
+                                     base=dataclasses.replace(plan.base, hparams={}))
+        state.log("Stage 0: training the SimCSE model that DCLR trials use as their complementary model.")
+        records = tune_runner.run_fixed(state, stage0, STAGE0, [TrialSpec({}, stage0.base.seed, STAGE0)])
+        if not records or records[0].checkpoint is None or records[0].status != FINISHED:
+            raise RuntimeError("stage 0 (the SimCSE complementary model for DCLR) did not finish: see its MLflow run")
+        state.log(f"Stage 0: complementary model at {records[0].checkpoint} "
+                  f"(objective {records[0].best_objective:.2f}).")
+        state.plan = dataclasses.replace(plan, base=dataclasses.replace(plan.base, complementary=records[0].checkpoint))

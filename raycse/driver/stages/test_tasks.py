@@ -1,0 +1,35 @@
+"""Test: the judging runs' best checkpoints that lack test figures (a run replayed on --resume, say) scored on the
+seven STS test tasks, as Ray tasks side by side. Judging runs score themselves at their end, so this stage usually
+has nothing to do."""
+from __future__ import annotations
+
+from raycse.driver.scoring import score_checkpoint
+from raycse.driver.stages.base import Stage
+from raycse.driver.state import SearchState
+from raycse.records import FINISHED
+
+
+class TestTasksStage(Stage):
+    __test__ = False  # not a pytest class, whatever its name
+    name = "test"
+    needs = ("plan", "judge_runs")
+
+    def applies(self, state: SearchState) -> bool:
+        return state.plan.test_eval != "none" and bool(state.judge_runs)
+
+    def run(self, state: SearchState) -> None:
+        import ray
+
+        plan = state.plan
+        missing = [run for run in state.judge_runs if not run.test and run.checkpoint and run.status == FINISHED]
+        if not missing:
+            return
+        state.log(f"Scoring {len(missing)} judging checkpoint(s) on the seven STS test tasks ...")
+        task = ray.remote(score_checkpoint).options(num_cpus=plan.resources.cpus_per_worker,
+                                                   num_gpus=plan.resources.gpus_per_worker)
+        pending = []
+        for run in missing:
+            eval_pooler = plan.trial_config(plan.sampled_of(run.family, run.params)).poolers()[1]
+            pending.append(task.remote(run.checkpoint, eval_pooler))
+        for run, figures in zip(missing, ray.get(pending)):
+            run.test = figures

@@ -1,0 +1,160 @@
+"""What the stages of a search share: the options it was started with, and what each stage has produced so far.
+
+A stage reads the fields its `needs` names and writes those its `produces` names (stages/base.py); the conductor
+checks, before the search starts, that every need is produced by an earlier stage.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from raycse.driver.outcome import Baseline, SearchOutcome, TrialRecord
+from raycse.driver.ranking import Ranked
+from raycse.space import SearchSpace
+
+if TYPE_CHECKING:
+    from raycse.tracking import Tracker
+
+
+def say(message: str) -> None:
+    """The search's progress lines (a module function: Tune pickles the callback that holds it)."""
+    print(message, flush=True)
+
+
+@dataclass
+class SearchOptions:
+    """What the command line (or the Python API) asks of a search beyond its space file."""
+
+    tracking_uri: str
+    storage_path: str
+    resume: bool = False
+    num_samples: int | None = None
+    max_concurrent: int | None = None
+    seed: int | None = None
+    budget: str = "auto"  # auto | cpu | full
+    choose_seeds: int | None = None  # override the space's search.confirm.choose_seeds
+    judge_seeds: int | None = None  # ... and judge_seeds
+    confirm: bool = True  # False: no choosing and judging (--no-confirm): the search stage's best, unjudged
+    optuna_storage: str | None = None
+    started_at: float = field(default_factory=time.perf_counter)  # the command's start: time_total_s runs from it
+    # How the search stage samples (benchmarks/search_quality.py compares them): "tpe" (Optuna's TPE, the
+    # default), "random" (Optuna's RandomSampler) or "grid" (Tune's grid over `grid`: {param: [values]}).
+    sampler: str = "tpe"
+    grid: dict[str, list] | None = None
+    scheduler: str | None = None  # "asha" | "fifo": overrides the space file's
+    grace_evals: int | None = None  # overrides the space file's ASHA grace period (in evaluations)
+    max_total_steps: int | None = None  # stop the search stage once its trials took this many steps in all
+
+
+class PhaseClock:
+    """Wall-clock seconds by phase, contiguous from the command's start: the phases add up to the total."""
+
+    def __init__(self, started_at: float):
+        self.started_at = self.mark = started_at
+        self.seconds: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def phase(self, name: str):
+        from raycse.records import phase_key
+
+        try:
+            yield
+        finally:
+            now = time.perf_counter()
+            key = phase_key(name)
+            self.seconds[key] = self.seconds.get(key, 0.0) + now - self.mark
+            self.mark = now
+
+    def total(self) -> float:
+        return time.perf_counter() - self.started_at
+
+
+@dataclass
+class PendingBaseline:
+    """The untouched model being scored by a Ray task beside the first trials; `result()` waits for it."""
+
+    eval_pooler: str
+    reference: Any  # the Ray object reference of `scoring.score_untouched`
+
+    def result(self) -> Baseline:
+        import ray
+
+        scores = ray.get(self.reference)
+        return Baseline(objective=scores["by_pooler"][self.eval_pooler]["objective"], eval_pooler=self.eval_pooler,
+                        by_pooler=scores["by_pooler"], test=scores["test"])
+
+
+@dataclass
+class SearchState:
+    """The blackboard of one search: set up by `setup`, then filled in stage by stage."""
+
+    space: SearchSpace  # the space file as loaded (never changed)
+    options: SearchOptions
+    log: Callable[[str], None] = say
+
+    # setup
+    name: str = ""  # the search's name: the Tune experiment's directory, the parent run's name
+    storage: str = ""  # where Tune keeps state and checkpoints (an absolute path or a URI)
+    search_path: str = ""  # storage/name: the search stage's Tune experiment
+    cluster: dict[str, float] = field(default_factory=dict)  # Ray's cluster resources
+    budget: str = ""  # "cpu" | "full"
+    plan: SearchSpace | None = None  # the space with the budget and the command line's overrides applied
+    optuna_storage: str = ""
+    tracker: Tracker | None = None
+    parent_run_id: str = ""
+
+    # the stages' products
+    baseline: Baseline | PendingBaseline | None = None
+    shared_tokens: Any = None  # the training data's token ids (raycse.tokens), or None: trials tokenise
+    searched: list[TrialRecord] | None = None
+    ranking: list[Ranked] | None = None  # the search stage's top_k configurations, on a common footing
+    choose_runs: list[TrialRecord] | None = None  # the choosing block's runs (none when top_k is 1)
+    winner_key: str | None = None
+    judge_runs: list[TrialRecord] | None = None  # the judging block's runs: the winner and the published point
+    outcome: SearchOutcome | None = None
+    clock: PhaseClock | None = None  # set by the conductor
+
+    def timings(self) -> dict[str, float]:
+        """Where the time went so far: the phases, the trials' own seconds summed, and how busy the slots were."""
+        from raycse.driver.plan import max_concurrent
+        from raycse.records import (
+            CHOOSE,
+            CONCURRENT_SLOTS,
+            JUDGE,
+            SEARCH,
+            SLOT_UTILISATION,
+            TOTAL_TIME,
+            TRIAL_EVAL,
+            TRIAL_TIMING_KEYS,
+            TRIAL_TRAIN,
+            phase_key,
+        )
+
+        trials = [*(self.searched or []), *(self.choose_runs or []), *(self.judge_runs or [])]
+        sums = {key: sum(t.timings.get(key, 0.0) for t in trials) for key in TRIAL_TIMING_KEYS}
+        slots = max_concurrent(self.plan, self.cluster)
+        phases = self.clock.seconds
+        busy_window = sum(phases.get(phase_key(stage), 0.0) for stage in (SEARCH, CHOOSE, JUDGE)) * slots
+        # A resumed search's trial sums hold its earlier sessions' work too, its phases this session's only: capped
+        busy = sums[TRIAL_TRAIN] + sums[TRIAL_EVAL]
+        return {**phases, **sums, SLOT_UTILISATION: min(1.0, busy / busy_window) if busy_window else 0.0,
+                CONCURRENT_SLOTS: float(slots), TOTAL_TIME: self.clock.total()}
+
+    def finished_baseline(self) -> Baseline:
+        """The untouched model's score, waiting for its Ray task the first time it is asked for (then logged on the
+        parent run, and kept there as a tag for --resume)."""
+        if isinstance(self.baseline, PendingBaseline):
+            from raycse.records import BASELINE_OBJECTIVE, BASELINE_TAG
+
+            baseline = self.baseline = self.baseline.result()
+            others = "".join(f"; {pooler}: {scores['objective']:.2f}" for pooler, scores in baseline.by_pooler.items()
+                             if pooler != baseline.eval_pooler)
+            self.log(f"baseline (the untouched model, pooler {baseline.eval_pooler}): objective "
+                     f"{baseline.objective:.2f}{others}")
+            self.tracker.log_metrics(self.parent_run_id, {BASELINE_OBJECTIVE: baseline.objective})
+            self.tracker.set_tags(self.parent_run_id, {BASELINE_TAG: json.dumps(baseline.to_dict())})
+        return self.baseline

@@ -1,0 +1,160 @@
+"""One stage's Tune experiment: built new, or restored on --resume; run; its trials turned into `TrialRecord`s.
+
+Every stage that trains (stage 0, the search, the confirmation) is a Tune experiment of its own under the search's
+storage path, with the driver-side MLflow callback, checkpoints kept per trial (one), and a crashed trial retried
+once from its last checkpoint. A restored experiment keeps its finished trials and continues its unfinished ones.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from raycse.driver import plan as planning
+from raycse.driver import progress
+from raycse.driver.outcome import TrialRecord
+from raycse.driver.state import SearchState
+from raycse.driver.trial import TrialContext, run_trial
+from raycse.evaluation import DevObjective
+from raycse.records import (
+    BEST_OBJECTIVE,
+    BEST_STEP,
+    CHECKPOINT_PATH,
+    DIVERGED,
+    DIVERGED_KEY,
+    FAILED,
+    FINAL,
+    FINISHED,
+    OBJECTIVE,
+    REPLAYED,
+    SEARCH,
+    STAGE_TAG,
+    STEP,
+    STOPPED,
+    TEST_KEYS,
+    TRIAL_ID,
+    TRIAL_TIMING_KEYS,
+)
+from raycse.space import SearchSpace, TrialSpec
+from raycse.tracking import Tracker
+
+
+def experiment_path(state: SearchState, stage: str) -> str:
+    """Where a stage's Tune experiment lives: the search's own directory for the search stage, name-stage else."""
+    name = state.name if stage == SEARCH else f"{state.name}-{stage}"
+    return f"{state.storage.rstrip('/')}/{name}"
+
+
+def tuner(state: SearchState, plan: SearchSpace, stage: str, tune_config, param_space: dict | None = None,
+          stopper=None):
+    """A new Tuner for `stage`, or the restored one when the stage's experiment exists (--resume).
+
+    `tune_config` is a function returning the TuneConfig, called for a new experiment only: a restored one brings
+    back its own searcher, and building another (OptunaSearch enqueues the published point into the persistent
+    study when built) would change the study.
+    """
+    from ray import tune
+
+    from raycse.driver.callback import MlflowSearchCallback
+
+    context = TrialContext(state.options.tracking_uri, state.space.experiment)
+    trainable = tune.with_resources(tune.with_parameters(run_trial, space=plan, context=context,
+                                                         shared_tokens=state.shared_tokens),
+                                    planning.trial_resources(plan))
+    path = experiment_path(state, stage)
+    if tune.Tuner.can_restore(path):
+        # finished and errored trials stay as they are; unfinished ones continue from their last checkpoint.
+        # The restored run config brings back the pickled MLflow callback (it re-opens its client lazily).
+        return tune.Tuner.restore(path, trainable=trainable, resume_unfinished=True, resume_errored=False,
+                                  restart_errored=False, param_space=param_space)
+    callback = MlflowSearchCallback(state.options.tracking_uri, plan.experiment, state.parent_run_id, plan, state.log)
+    return tune.Tuner(
+        trainable, param_space=param_space, tune_config=tune_config(),
+        run_config=tune.RunConfig(
+            name=path.rstrip("/").rsplit("/", 1)[-1], storage_path=state.storage, callbacks=[callback], verbose=0,
+            stop=stopper, checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+            # a crashed trial (a killed worker, a lost node) is retried once, from its last checkpoint
+            failure_config=tune.FailureConfig(max_failures=1),
+        ))
+
+
+def fixed_trials(state: SearchState, plan: SearchSpace, specs: list[TrialSpec]):
+    """A FIFO Tune config that runs exactly these trials (stage 0, the confirmation): (tune_config, param_space)."""
+    from ray import tune
+
+    def tune_config():
+        slots = planning.max_concurrent(dataclasses.replace(plan, num_samples=len(specs)), state.cluster)
+        return tune.TuneConfig(metric=OBJECTIVE, mode=DevObjective.mode, num_samples=1, reuse_actors=True,
+                               max_concurrent_trials=slots)
+
+    return tune_config, {"raycse_trial": tune.grid_search([spec.as_tune_config()["raycse_trial"] for spec in specs])}
+
+
+def fit(state: SearchState, plan: SearchSpace, stage: str, experiment) -> list[TrialRecord]:
+    """Run a stage's Tune experiment; then drop the MLflow runs of trials that a kill took before Tune's snapshot
+    recorded them (Tune ran others in their place on --resume), so that each trial is one run."""
+    records = trial_records(experiment.fit(), plan)
+    if state.options.resume:
+        tracker = Tracker(state.options.tracking_uri, plan.experiment)
+        dropped = tracker.drop_unrecorded_trials(state.parent_run_id, (STAGE_TAG, stage),
+                                                 {record.trial_id for record in records})
+        if dropped:
+            state.log(f"{len(dropped)} {stage} trial run(s) started just before the kill, before Tune recorded "
+                      f"them, were deleted from MLflow (Tune ran new trials in their place): {', '.join(dropped)}.")
+    return records
+
+
+def run_fixed(state: SearchState, plan: SearchSpace, stage: str, specs: list[TrialSpec]) -> list[TrialRecord]:
+    """Train exactly these trials as the stage's Tune experiment (restored when it exists)."""
+    tune_config, param_space = fixed_trials(state, plan, specs)
+    progress.plan_trials(len(specs), DevObjective.mode)
+    return fit(state, plan, stage, tuner(state, plan, stage, tune_config, param_space))
+
+
+def trial_records(grid, plan: SearchSpace) -> list[TrialRecord]:
+    """Every trial of a Tune run, from its last result (works the same after --resume)."""
+    records = []
+    for result in grid:
+        metrics = result.metrics or {}
+        spec = TrialSpec.of(result.config or {}, plan.base.seed)
+        status = (FAILED if result.error else DIVERGED if metrics.get(DIVERGED_KEY)
+                  else FINISHED if metrics.get(FINAL) else STOPPED)
+        best = metrics.get(BEST_OBJECTIVE)
+        best = best if isinstance(best, (int, float)) and math.isfinite(best) else None
+        if status == DIVERGED:
+            best = DevObjective.worst
+        records.append(TrialRecord(
+            trial_id=metrics.get(TRIAL_ID) or result.path.rstrip("/").split("/")[-1], stage=spec.stage,
+            family=plan.family_of(spec.sampled) if spec.sampled or plan.conditional else next(iter(plan.families)),
+            params=plan.params_of(spec.sampled) if spec.sampled else {}, seed=spec.seed,
+            config_key=plan.config_key(spec.sampled), best_objective=best,
+            best_step=int(metrics.get(BEST_STEP, 0) or 0), steps=int(metrics.get(STEP, 0) or 0),
+            status=status, checkpoint=best_dir(result),
+            test={k: metrics[k] for k in TEST_KEYS if k in metrics},
+            timings={k: float(metrics.get(k, 0.0)) for k in TRIAL_TIMING_KEYS},
+            ended_at=float(metrics.get("timestamp", 0.0)), curve=dev_curve(result)))
+    return sorted(records, key=lambda r: r.trial_id)
+
+
+def dev_curve(result) -> list[tuple[int, float]]:
+    """(step, objective) of every evaluation a trial reported (its final and replayed reports left out)."""
+    frame = result.metrics_dataframe
+    if frame is None or OBJECTIVE not in frame or STEP not in frame:
+        return []
+    for flag in (FINAL, REPLAYED):
+        if flag in frame:
+            frame = frame[frame[flag].isna() | (frame[flag] != 1)]
+    return [(int(step), float(value)) for step, value in zip(frame[STEP], frame[OBJECTIVE])
+            if isinstance(value, (int, float)) and math.isfinite(value)]
+
+
+def best_dir(result) -> str | None:
+    """The trial's best model: best/ inside its last Tune checkpoint (or the path a replayed result names)."""
+    if result.checkpoint is not None:
+        base = result.checkpoint.path
+    else:
+        base = (result.metrics or {}).get(CHECKPOINT_PATH)
+        frame = result.metrics_dataframe
+        if not base and frame is not None and CHECKPOINT_PATH in frame:  # a multi-worker trial's TorchTrainer
+            paths = frame[CHECKPOINT_PATH].dropna()
+            base = str(paths.iloc[-1]) if len(paths) else None
+    return f"{base.rstrip('/')}/best" if base else None
