@@ -327,7 +327,8 @@ def _add_bench(sub) -> None:
     d = BenchOptions()
     p = sub.add_parser("bench", help="time raycse's training step against a naive fp32 step, and the STS-B dev eval")
     p.add_argument("--shape", default=d.shape, choices=list(SHAPES), help="random-weight BERT shape")
-    p.add_argument("--loss", default=d.loss, help="any loss `raycse train --loss` takes")
+    p.add_argument("--loss", default=None, help=f"any loss `raycse train --loss` takes (default: {d.loss}); with "
+                                                "--cached also a comma-separated list or 'all' (its default)")
     p.add_argument("--batch-size", type=int, default=d.batch_size, help="corpus rows (sentences) per step")
     p.add_argument("--steps", type=int, default=d.steps, help="timed steps")
     p.add_argument("--warmup", type=int, default=d.warmup, help="untimed steps first")
@@ -341,6 +342,11 @@ def _add_bench(sub) -> None:
                    help="also profile a few raycse steps (torch.profiler): operator table to FILE")
     p.add_argument("--concurrent", type=int, default=None, metavar="N",
                    help="instead: aggregate sentences/s of N concurrent trials, Ray tasks with 1/N GPU each")
+    p.add_argument("--cached", action="store_true",
+                   help="instead: gradient caching's cost per loss, each configuration in its own process: uncached "
+                        "--batch-size, uncached --cached-batch-size, cached in chunks of --batch-size, and keyed "
+                        "dropout in one chunk (step time, peak memory)")
+    p.add_argument("--cached-batch-size", type=int, default=512, help="with --cached: the large batch (default 512)")
     p.add_argument("--output", default=None, help="write the figures as JSON here")
     p.set_defaults(func=_cmd_bench)
 
@@ -349,8 +355,10 @@ def _cmd_bench(args) -> int:
     from raycse.bench.concurrent import format_concurrent, run_concurrent
     from raycse.bench.step import BenchOptions, format_table, run_bench
 
-    options = BenchOptions(shape=args.shape, loss=args.loss, batch_size=args.batch_size, steps=args.steps,
-                           warmup=args.warmup, seq_len=args.seq_len, compile=args.compile,
+    if args.cached:
+        return _cmd_bench_cached(args)
+    options = BenchOptions(shape=args.shape, loss=args.loss or BenchOptions.loss, batch_size=args.batch_size,
+                           steps=args.steps, warmup=args.warmup, seq_len=args.seq_len, compile=args.compile,
                            precision=args.precision, eval=not args.no_eval, baseline=not args.no_baseline,
                            profile=args.profile).validate()
     if args.concurrent is not None:
@@ -361,6 +369,20 @@ def _cmd_bench(args) -> int:
     else:
         results = run_bench(options)
         print(format_table(results))
+    if args.output:
+        write_json_atomic(args.output, results)
+    return 0
+
+
+def _cmd_bench_cached(args) -> int:
+    from raycse.bench.cached import CachedBenchOptions, format_cached, parse_losses, run_cached_bench
+
+    options = CachedBenchOptions(shape=args.shape, losses=parse_losses(args.loss or "all"),
+                                 batch_size=args.batch_size, cached_batch_size=args.cached_batch_size,
+                                 steps=args.steps, warmup=args.warmup, seq_len=args.seq_len, compile=args.compile,
+                                 precision=args.precision).validate()
+    results = run_cached_bench(options, progress=lambda line: print(line, file=sys.stderr, flush=True))
+    print(format_cached(results))
     if args.output:
         write_json_atomic(args.output, results)
     return 0

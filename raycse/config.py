@@ -55,6 +55,13 @@ class TrainConfig:
                                       choices=POOLERS)
     batch_size: int = setting(64, "sentences (or triplets) per step and worker; W workers act as one batch of "
                               "W x batch_size", searchable=True)
+    mini_batch_size: int | None = setting(None, "gradient caching (GradCache): encode each batch in chunks of this "
+                                          "many sentences (or triplets) per worker, so that a batch far larger than "
+                                          "fits in memory trains with the same gradients as if it fitted. Dropout "
+                                          "masks are then keyed by sentence, not drawn from torch's RNG, so a run "
+                                          "with it differs from one without it as two seeds do; the uncached "
+                                          "reference run is the same command with --mini-batch-size equal to "
+                                          "--batch-size (default: off, torch's dropout)", searchable=True)
     lr: float = setting(3e-5, "peak learning rate of AdamW (linear decay, no warm-up)", searchable=True)
     weight_decay: float = setting(0.0, "AdamW weight decay", searchable=True)
     max_grad_norm: float = setting(1.0, "clip the gradient to this global norm, as the papers' Hugging Face "
@@ -115,9 +122,13 @@ class TrainConfig:
 
         for name in ("batch_size", "epochs", "eval_steps", "max_len", "workers"):
             check_int(name, getattr(self, name), low=1)
-        for name in ("max_steps", "max_sentences"):
+        for name in ("max_steps", "max_sentences", "mini_batch_size"):
             if getattr(self, name) is not None:
                 check_int(name, getattr(self, name), low=1)
+        if self.mini_batch_size is not None and self.mini_batch_size > self.batch_size:
+            raise ConfigError.at("mini_batch_size", f"must be at most batch_size ({self.batch_size}), got "
+                                                    f"{self.mini_batch_size}: it is how many of a batch's sentences "
+                                                    f"are encoded at once")
         check_int("seed", self.seed)
         check_number("lr", self.lr, low=0.0, strict=True)
         for name in ("weight_decay", "max_grad_norm", "gpus_per_worker"):

@@ -36,6 +36,7 @@ from transformers import PreTrainedModel
 
 from raycse.errors import ConfigError, first_line
 from raycse.files import replace_directory
+from raycse.keyed_dropout import row_keys
 from raycse.model_loading import check_model_files, load_backbone, resolve_model_path, where_from
 from raycse.row_dropout import install_row_dropout
 from raycse.sentence_transformers_files import write_sentence_transformers_files
@@ -238,6 +239,11 @@ class Encoder(nn.Module):
         """Whether `forward(dropout_rows=...)` works on this backbone; when not, run the passes separately."""
         return self._row_dropout_problem is None
 
+    @property
+    def row_dropout_problem(self) -> str | None:
+        """Why this backbone's dropout cannot be restricted to rows or keyed (`install_row_dropout`), or None."""
+        return self._row_dropout_problem
+
     # ------------------------------------------------------------------------------------------ loading
     @classmethod
     def from_pretrained(
@@ -286,6 +292,8 @@ class Encoder(nn.Module):
         token_type_ids: Tensor | None = None,
         pooler: str | None = None,
         dropout_rows: int | None = None,
+        dropout_key: Tensor | None = None,
+        row_ids: Tensor | None = None,
     ) -> Tensor:
         """Sentence vectors (B, H) from one of SimCSE's poolers (default: `self.pooler`).
 
@@ -301,6 +309,10 @@ class Encoder(nn.Module):
         R is a Python int (under torch.compile a guarded constant, or a SymInt once it varies), never read
         from a tensor. Raises ValueError when the backbone cannot restrict its dropout to rows
         (`supports_dropout_rows`) or R is outside [0, B].
+
+        dropout_key (a 0-d int64 tensor) and row_ids ((B,) int64, each row's global id): keyed dropout
+        (keyed_dropout.py) instead of torch's, so that a row's masks depend on the key and its id only, not on
+        the rows beside it or the RNG; gradient caching needs that (grad_cache.py). Combines with dropout_rows.
         """
         pooler = _checked_pooler(pooler or self.pooler)
         inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
@@ -308,18 +320,24 @@ class Encoder(nn.Module):
             inputs["token_type_ids"] = token_type_ids
         # Only the layer-averaging poolers need every layer's states; the others save the memory.
         options = {"output_hidden_states": pooler in AVERAGED_LAYERS, "return_dict": True}
-        if dropout_rows is None:
+        if dropout_rows is None and dropout_key is None:
             output = self.backbone(**inputs, **options)
         else:
             if self._row_dropout_problem is not None:
-                raise ValueError(f"dropout_rows: {self._row_dropout_problem}")
-            if not 0 <= dropout_rows <= input_ids.shape[0]:
+                raise ValueError(f"{'dropout_rows' if dropout_key is None else 'dropout_key'}: "
+                                 f"{self._row_dropout_problem}")
+            if dropout_rows is not None and not 0 <= dropout_rows <= input_ids.shape[0]:
                 raise ValueError(f"dropout_rows={dropout_rows} is outside [0, {input_ids.shape[0]}], the batch's rows")
-            self._row_dropout.rows = dropout_rows
+            if dropout_key is not None and (row_ids is None or row_ids.shape != input_ids.shape[:1]):
+                raise ValueError("dropout_key needs row_ids, one global id per row of the batch")
+            state = self._row_dropout
+            state.rows = dropout_rows
+            state.keys = None if dropout_key is None else row_keys(dropout_key, row_ids)
+            state.site = 0
             try:
                 output = self.backbone(**inputs, **options)
             finally:
-                self._row_dropout.rows = None
+                state.rows, state.keys, state.site = None, None, 0
         last_hidden = output.last_hidden_state
         if pooler == "cls":
             return self.mlp(last_hidden[:, 0])

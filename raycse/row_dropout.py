@@ -6,6 +6,10 @@ one walk through the weights instead of a train-mode pass and an eval-mode pass.
 backbone able to do this, or says why it cannot: every nn.Dropout becomes a `RowDropout`, an SDPA backbone's
 attention becomes `row_dropout_sdpa`, and one `RowDropoutState` per encoder tells them all how many rows get
 dropout in the forward under way.
+
+The same hooks carry keyed dropout (keyed_dropout.py), which gradient caching needs: inside
+`Encoder.forward(dropout_key=..., row_ids=...)` every site draws its mask from a hash of the step's key, its own
+index and each row's global id instead of torch's RNG, so a row's masks do not depend on the rows beside it.
 """
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMa
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from raycse.errors import first_line
+from raycse.keyed_dropout import keyed_attention, keyed_dropout
 
 # The attention implementation that `install_row_dropout` gives an SDPA backbone: SDPA itself, but with the
 # attention-probability dropout restricted to the first rows during a `forward(dropout_rows=...)`.
@@ -31,6 +36,23 @@ class RowDropoutState:
 
     def __init__(self) -> None:
         self.rows: int | None = None
+        # Keyed dropout (keyed_dropout.py), set for one `Encoder.forward(dropout_key=...)`: the (B,) row keys, and
+        # the index of the next dropout site in that forward. None: torch's dropout.
+        self.keys: torch.Tensor | None = None
+        self.site = 0
+
+    def next_site(self) -> int:
+        self.site += 1
+        return self.site - 1
+
+    def keyed(self, input: Tensor, p: float) -> Tensor:
+        """Keyed dropout of `input` (B, ...) at the next site, restricted to the first `rows` rows if set."""
+        site, rows = self.next_site(), self.rows
+        if rows is None or rows >= input.shape[0]:
+            return keyed_dropout(input, p, self.keys, site)
+        if rows <= 0:
+            return input
+        return torch.cat([keyed_dropout(input[:rows], p, self.keys[:rows], site), input[rows:]])
 
 
 class RowDropout(nn.Dropout):
@@ -48,6 +70,8 @@ class RowDropout(nn.Dropout):
         self.state = state
 
     def forward(self, input: Tensor) -> Tensor:
+        if self.state.keys is not None and self.training:
+            return self.state.keyed(input, self.p)
         rows = self.state.rows
         if rows is None or not self.training or rows >= input.shape[0]:
             return super().forward(input)
@@ -70,6 +94,11 @@ def row_dropout_sdpa(module: nn.Module, query: Tensor, key: Tensor, value: Tenso
     two calls over disjoint rows do the work of one.
     """
     state = getattr(module, _ROW_DROPOUT_ATTRIBUTE, None)
+    if state is not None and state.keys is not None and module.training:
+        if dropout == 0.0:
+            state.next_site()
+            return _SDPA_ATTENTION(module, query, key, value, attention_mask, dropout=0.0, **kwargs)
+        return _keyed_attention(module, state, query, key, value, attention_mask, dropout, **kwargs), None
     rows = None if state is None else state.rows
     batch = query.shape[0]
     if rows is None or dropout == 0.0 or rows >= batch:
@@ -86,6 +115,19 @@ def row_dropout_sdpa(module: nn.Module, query: Tensor, key: Tensor, value: Tenso
         return output
 
     return torch.cat([part(0, rows, dropout), part(rows, None, 0.0)]), None
+
+
+def _keyed_attention(module: nn.Module, state: RowDropoutState, query: Tensor, key: Tensor, value: Tensor,
+                     attention_mask: Tensor | None, dropout: float, scaling: float | None = None,
+                     is_causal: bool | None = None, position_bias: Tensor | None = None, **kwargs) -> Tensor:
+    """The keyed-dropout forward of `row_dropout_sdpa`: explicit attention (`keyed_attention`), probabilities
+    dropped by the state's keys; arguments read as transformers' `sdpa_attention_forward` reads them."""
+    if kwargs.get("softcap") is not None or kwargs.get("cache") is not None:
+        raise ValueError("keyed dropout: attention with softcap or a cache is not supported")
+    is_causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
+    return keyed_attention(query, key, value, attention_mask, lambda probabilities: state.keyed(probabilities, dropout),
+                           scaling=scaling, is_causal=bool(is_causal) and attention_mask is None,
+                           position_bias=position_bias, num_key_value_groups=getattr(module, "num_key_value_groups", 1))
 
 
 _SDPA_ATTENTION = ALL_ATTENTION_FUNCTIONS["sdpa"]

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from raycse import distributed as dist_utils
+from raycse import grad_cache
 from raycse.batches import BatchTokenizer, TokenizedBatch, training_loader
 from raycse.checkpoints import Progress, Timings, load_last, save_last, writing_checkpoint
 from raycse.compile_policy import CompileProbe, compiled, decide_compile
@@ -132,7 +133,8 @@ class StepRunner:
     The host's part of a step is the copy of the token tensors to the device (non_blocking: from the loader's
     pinned memory on CUDA); tokenising is the loader's (`self.tokenize`, see `training_loader`). Only the passes
     the loss asks for run: the 2N-row (or 3N supervised) dropout pass always, the dropout-off pass for
-    off-dropout, the frozen complementary encoder (no_grad, eval mode, autocast) for DCLR.
+    off-dropout, the frozen complementary encoder (no_grad, eval mode, autocast) for DCLR. With `mini_batch_size`
+    set, `grad_cache.backward` runs them instead, in chunks.
     """
 
     def __init__(self, encoder: Encoder, loss_fn: ContrastiveLoss, config: TrainConfig, device: torch.device,
@@ -149,6 +151,9 @@ class StepRunner:
         self.forward = encoder
         self.loss = loss_fn
         self.shapes_seen: set[tuple] = set()
+        if config.mini_batch_size is not None and not encoder.supports_dropout_rows:
+            raise ConfigError.at("mini_batch_size", f"gradient caching needs keyed dropout, which this model cannot "
+                                                    f"have: {encoder.row_dropout_problem}")
         self.tokenize = BatchTokenizer(encoder.tokenizer, config.max_len or encoder.max_seq_length,
                                        first_rows=loss_fn.needs_z0 or loss_fn.needs_complementary,
                                        pad_to_multiple_of=8 if device.type == "cuda" else None)
@@ -205,13 +210,23 @@ class StepRunner:
         return Embeddings(z1=gather(z1), z2=gather(z2), z3=gather(z3), z0=gather(z0),
                           complementary=gather(complementary))
 
-    def step(self, batch: TokenizedBatch | list) -> torch.Tensor:
-        """One optimiser step; returns the loss as a device tensor (no host sync)."""
+    def backward(self, batch: TokenizedBatch | list) -> torch.Tensor:
+        """The loss of one batch, its parameter gradients in `.grad` (summed across workers); no optimiser step.
+
+        With `mini_batch_size` set, by gradient caching (grad_cache.py: chunks, keyed dropout masks)."""
         if self.compiled:  # a new iteration: the CUDA graphs may reuse the previous step's output memory
             torch.compiler.cudagraph_mark_step_begin()
-        loss = self.loss(self.embeddings(batch))
-        self.scaler.scale(loss).backward()
+        if self.config.mini_batch_size is None:
+            loss = self.loss(self.embeddings(batch))
+            self.scaler.scale(loss).backward()
+        else:
+            loss = grad_cache.backward(self, batch if isinstance(batch, TokenizedBatch) else self.tokenize(batch))
         sum_gradients_across_workers(self.parameters)
+        return loss.detach()
+
+    def step(self, batch: TokenizedBatch | list) -> torch.Tensor:
+        """One optimiser step; returns the loss as a device tensor (no host sync)."""
+        loss = self.backward(batch)
         if self.config.max_grad_norm > 0:
             self.scaler.unscale_(self.optimizer)  # clip the true gradient, not the fp16-scaled one
             torch.nn.utils.clip_grad_norm_(self.parameters, self.config.max_grad_norm)
@@ -219,7 +234,7 @@ class StepRunner:
         self.scaler.update()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
-        return loss.detach()
+        return loss
 
     def compiles_on(self, batch: TokenizedBatch) -> bool:
         """Whether this batch's shape is new to the compiled encoder: its step records a graph (timed apart)."""
