@@ -18,6 +18,7 @@ TrainConfig.
 from __future__ import annotations
 
 from raycse.driver.outcome import SearchOutcome
+from raycse.driver.preflight import check_search
 from raycse.driver.stages.base import Stage
 from raycse.driver.stages.baseline import BaselineStage
 from raycse.driver.stages.confirm import ConfirmStage
@@ -48,8 +49,10 @@ def check_order(stages: tuple[Stage, ...]) -> None:
 
 
 def run_search(space: SearchSpace, options: SearchOptions, log=say) -> SearchOutcome:
-    """Run (or resume) every stage of a search; the space given is left as it is."""
+    """Run (or resume) every stage of a search; the space given is left as it is. Everything the search will read
+    is checked first (preflight.py), before Ray starts or a store or a file is created."""
     check_order(STAGES)
+    check_search(space, options)
     state = SearchState(space=space, options=options, log=log)
     state.clock = PhaseClock(options.started_at)
     for stage in STAGES:

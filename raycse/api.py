@@ -1,0 +1,276 @@
+"""raycse from Python: a search, a training and an evaluation, each one call that returns what the command prints.
+
+    outcome = raycse.search("search_spaces/focal.yaml", num_samples=8)   # a SearchOutcome: winner, verdict, trials
+    results = raycse.train(loss="focal", tau=0.05, output_dir="runs/focal")   # results.json's contents
+    figures = raycse.evaluate("runs/focal/best", pooler="avg")             # {"stsb_dev": 86.7, ...}
+
+The command line is a thin layer over these functions: `raycse search --num-samples 8` is
+`raycse.search(..., num_samples=8)`, and each option is checked by the same rule in both (the `Option` tables below
+for a search and an evaluation; TrainConfig's field metadata and the loss registry for a training). Every function
+checks everything it was given, and opens the files it names far enough to know they are usable, before it starts
+anything: a mistake raises `raycse.ConfigError` (a ValueError) naming the option, and nothing has been written, no
+Ray started, no MLflow run or store created. The heavy libraries are imported inside the functions, so that
+`import raycse` stays cheap.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from raycse.checks import (
+    CONFIRM_SEEDS_LIMIT,
+    INT_LIMIT,
+    SEED_LIMIT,
+    check_bool,
+    check_choice,
+    check_int,
+    check_name,
+    check_path_text,
+    check_writable_dir,
+)
+from raycse.errors import ConfigError, shown
+
+if TYPE_CHECKING:
+    from raycse.driver.outcome import SearchOutcome
+    from raycse.space import SearchSpace
+
+DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
+TRACKING_HELP = "default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db"
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option of a command: its Python name (the flag is --name-with-dashes), type, default, help and rule."""
+
+    name: str
+    kind: type  # int | str | bool
+    default: Any
+    help: str
+    low: int | None = None
+    high: int | None = None
+    choices: tuple | None = None
+    path: bool = False  # a string that names a file or directory
+
+    def check(self, value: Any) -> Any:
+        if value is None and self.default is None:
+            return None
+        if self.kind is bool:
+            return check_bool(self.name, value)
+        if self.kind is int:
+            return check_int(self.name, value, low=self.low, high=self.high)
+        if self.choices:
+            return check_choice(self.name, value, self.choices)
+        return check_path_text(self.name, value) if self.path else _check_text(self.name, value)
+
+
+SEARCH_OPTIONS = (
+    Option("num_samples", int, None, "search-stage trials (default: the file's)", low=1, high=INT_LIMIT),
+    Option("max_concurrent", int, None, "trials at once (default: what fits)", low=1, high=INT_LIMIT),
+    Option("seed", int, None, "the sampler's seed (default: the file's)", low=0, high=SEED_LIMIT),
+    Option("confirm_seeds", int, None, "seeds per confirmed configuration, the search run counting as one (default: "
+           "the file's)", low=1, high=CONFIRM_SEEDS_LIMIT),
+    Option("confirm", bool, True, "run the confirmation stage (--no-confirm: one seed per configuration)"),
+    Option("tracking_uri", str, None, TRACKING_HELP),
+    Option("optuna_storage", str, None, "the Optuna study's storage (default: optuna.db beside a SQLite MLflow "
+           "store, else in the working directory)"),
+    Option("storage_path", str, "ray_results", "Tune state and checkpoints (a path or s3://...)", path=True),
+    Option("budget", str, "auto", "auto: the file's cpu_budget when the Ray cluster has no GPU",
+           choices=("auto", "cpu", "full")),
+    Option("resume", bool, False, "continue an interrupted search (either stage)"),
+)
+
+EVAL_OPTIONS = (
+    Option("model", str, "minilm", "'minilm' (packaged), a local directory or a hub id", path=True),
+    Option("pooler", str, "cls_before_pooler", "cls | cls_before_pooler | avg | avg_first_last | avg_top2"),
+    Option("tasks", str, "stsb-dev", "what to score", choices=("stsb-dev", "sts", "all")),
+    Option("batch_size", int, 128, "sentences encoded at once", low=1, high=INT_LIMIT),
+    Option("max_len", int, None, "truncate sentences (default: the model's limit)", low=3, high=INT_LIMIT),
+    Option("trust_remote_code", bool, False, "let transformers run code shipped with the model"),
+    Option("output", str, None, "write the figures as JSON here", path=True),
+)
+
+REPORT_OPTIONS = (
+    Option("tracking_uri", str, None, TRACKING_HELP),
+    Option("optuna_storage", str, None, "default: the storage the search recorded"),
+    Option("output_dir", str, "report", "where index.html (and its images, also inline) go", path=True),
+)
+
+
+def _check_text(name: str, value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError.at(name, f"must be a non-empty string, got {shown(value)}")
+    return value
+
+
+def _checked(options: tuple[Option, ...], values: dict[str, Any]) -> dict[str, Any]:
+    by_name = {option.name: option for option in options}
+    return {name: by_name[name].check(value) for name, value in values.items()}
+
+
+def resolve_tracking_uri(tracking_uri: str | None, must_exist: bool = False) -> str:
+    """`tracking_uri`, else $MLFLOW_TRACKING_URI, else SQLite in the working directory; checked, never opened (an
+    absolute path for SQLite: trial processes run elsewhere)."""
+    from raycse.stores import check_tracking_uri
+
+    if tracking_uri is not None:
+        uri, name = tracking_uri, "tracking_uri"
+    elif os.environ.get("MLFLOW_TRACKING_URI"):
+        uri, name = os.environ["MLFLOW_TRACKING_URI"], "$MLFLOW_TRACKING_URI"
+    else:
+        uri, name = DEFAULT_TRACKING_URI, "tracking_uri"
+    check_tracking_uri(name, uri, must_exist=must_exist)
+    if uri == DEFAULT_TRACKING_URI:
+        uri = f"sqlite:///{Path('mlflow.db').resolve()}"
+    return uri
+
+
+# ------------------------------------------------------------------------------------------------- search
+def search(space: str | os.PathLike | SearchSpace, *, num_samples: int | None = None,
+           max_concurrent: int | None = None, seed: int | None = None, confirm_seeds: int | None = None,
+           confirm: bool = True, tracking_uri: str | None = None, optuna_storage: str | None = None,
+           storage_path: str = "ray_results", budget: str = "auto", resume: bool = False,
+           log: Callable[[str], None] | None = None, started_at: float | None = None) -> SearchOutcome:
+    """Run (or, with resume=True, continue) a search over a space file; returns its `SearchOutcome`.
+
+    The outcome holds the answer: `outcome.winner` (the confirmed configuration with the best mean over its
+    seeds: `.params`, `.summary` (mean, std, n) and `.diff_to_published`, its paired 95% interval against the
+    published point), `outcome.verdict` (the answer in one sentence), `outcome.trials` (every trial of every
+    stage), `outcome.best_checkpoint`, and `outcome.summary` (search_summary.json's contents; its "report" is the
+    report page). The options are the command line's (`raycse search --help`) by their Python names; `log`
+    receives the progress lines (default: printed).
+    """
+    import time
+
+    values = _checked(SEARCH_OPTIONS, {
+        "num_samples": num_samples, "max_concurrent": max_concurrent, "seed": seed, "confirm_seeds": confirm_seeds,
+        "confirm": confirm, "tracking_uri": tracking_uri, "optuna_storage": optuna_storage,
+        "storage_path": storage_path, "budget": budget, "resume": resume})
+    from raycse.driver.run import finish, run_search
+    from raycse.driver.state import SearchOptions, say
+    from raycse.space import SearchSpace, load_space
+
+    started_at = time.perf_counter() if started_at is None else started_at
+    if not isinstance(space, SearchSpace):
+        if not isinstance(space, (str, os.PathLike)):
+            raise ConfigError.at("space", f"must be a space file's path or a SearchSpace, got {shown(space)}")
+        space = load_space(space)
+    values["tracking_uri"] = resolve_tracking_uri(values["tracking_uri"], must_exist=values["resume"])
+    options = SearchOptions(**values, started_at=started_at)
+    outcome = run_search(space, options, log=log or say)  # checks what the search reads (preflight.py) first
+    finish(outcome, options.tracking_uri)
+    return outcome
+
+
+# ------------------------------------------------------------------------------------------------- train
+def train(*, output_dir: str, resume: bool = False, tracking_uri: str | None = None, mlflow: bool = True,
+          **settings: Any) -> dict:
+    """Train one encoder with one loss (the body of every search trial); returns results.json's contents.
+
+    `settings` are `raycse train`'s flags by their Python names: TrainConfig's fields (model, loss, reg, batch_size,
+    lr, max_steps, corpus, sup_data, seed, workers, ...) and the loss hyperparameters by the papers' names (tau, m,
+    pos_ratio, lambda, phi, k, ...); `hparams={...}` gives the latter as one mapping. The run is recorded in MLflow
+    (experiment raycse-train) unless mlflow=False; resume=True continues an interrupted training from
+    output_dir/last.
+    """
+    config, examples = prepare_training(output_dir=output_dir, resume=resume, settings=settings)
+    uri = resolve_tracking_uri(tracking_uri) if check_bool("mlflow", mlflow) else None
+    from raycse.launch import run_training
+
+    if config.loss == "dclr" and config.complementary is None:
+        print("DCLR without complementary: the frozen complementary model is a copy of the starting weights, not the "
+              "trained SimCSE model the paper uses (raycse search trains one first; pass complementary=DIR, "
+              "--complementary DIR, to use yours).", flush=True)
+    return run_training(config, tracking_uri=uri, resume=resume, examples=examples if config.workers == 1 else None)
+
+
+def prepare_training(output_dir: str, resume: bool, settings: dict[str, Any]):
+    """The validated TrainConfig of a training and the examples it will train on (read and checked); nothing is
+    written."""
+    import dataclasses
+
+    from raycse.config import TrainConfig
+    from raycse.losses import hyperparameter_catalogue
+
+    check_bool("resume", resume)
+    fields = {f.name for f in dataclasses.fields(TrainConfig) if f.name != "output_dir"}
+    catalogue = hyperparameter_catalogue()
+    unknown = sorted(set(settings) - fields - set(catalogue))
+    if unknown:
+        raise ConfigError.at(unknown[0], f"not a training setting nor a loss hyperparameter (settings: "
+                                         f"{', '.join(sorted(fields))}; hyperparameters: {', '.join(catalogue)})")
+    hparams = settings.pop("hparams", None) or {}
+    if not isinstance(hparams, dict):
+        raise ConfigError.at("hparams", f"must be a mapping of hyperparameters to numbers, got {shown(hparams)}")
+    hparams = dict(hparams)
+    hparams.update({name: settings.pop(name) for name in list(settings) if name in catalogue})
+    if settings.get("gpus_per_worker") is None:
+        import torch
+
+        settings["gpus_per_worker"] = 1.0 if torch.cuda.is_available() else 0.0
+    config = TrainConfig(**settings, hparams=hparams, output_dir=output_dir).validate()
+    output = check_writable_dir("output_dir", output_dir)
+    if resume:
+        if not (output / "last").is_dir():
+            raise ConfigError.at("resume", f"{str(output)!r} holds no last/ checkpoint to resume from")
+        if (output / "results.json").exists():
+            raise ConfigError.at("resume", f"{str(output)!r} holds a finished training (results.json)")
+    elif output.is_dir() and any(output.iterdir()):
+        raise ConfigError.at("output_dir", f"{str(output)!r} exists and is not empty (pass --resume to continue it)")
+    if config.workers > 1 and not os.environ.get("RAY_ADDRESS") and config.workers > (os.cpu_count() or 1):
+        raise ConfigError.at("workers", f"{config.workers} workers of one CPU each on a machine with "
+                                        f"{os.cpu_count()}: Ray would wait for them forever")
+    examples = config.open_inputs()  # the data, the model and the objective opened: errors now, not later
+    return config, examples
+
+
+# ------------------------------------------------------------------------------------------------- evaluate
+def evaluate(model: str = "minilm", pooler: str = "cls_before_pooler", tasks: str = "stsb-dev", *,
+             batch_size: int = 128, max_len: int | None = None, trust_remote_code: bool = False,
+             output: str | None = None) -> dict[str, float]:
+    """Score an encoder ('minilm', a local directory such as a search's best checkpoint, or a hub id) the way
+    SentEval does: {"stsb_dev": ...} for tasks="stsb-dev", the seven STS tasks and their mean for "sts", all of it
+    with SICK-R dev, alignment and uniformity for "all". `output`: also write the figures there as JSON."""
+    values = _checked(EVAL_OPTIONS, {"model": model, "pooler": pooler, "tasks": tasks, "batch_size": batch_size,
+                                     "max_len": max_len, "trust_remote_code": trust_remote_code, "output": output})
+    from raycse.evaluation import run_eval
+    from raycse.files import write_json_atomic
+    from raycse.model import POOLERS
+    from raycse.model_loading import check_loadable
+
+    if pooler not in POOLERS:
+        raise ConfigError.at("pooler", f"unknown pooler {shown(pooler)} (choose from {', '.join(POOLERS)})")
+    if output is not None:
+        if Path(output).expanduser().is_dir():
+            raise ConfigError.at("output", f"{shown(output)} is a directory; give a file name")
+        check_writable_dir("output", str(Path(output).expanduser().parent))
+    try:
+        check_loadable(model, trust_remote_code)
+    except ConfigError as err:
+        raise ConfigError.at("model", str(err)) from None
+    figures = run_eval(values["model"], pooler=pooler, tasks=tasks, batch_size=batch_size, max_len=max_len,
+                       trust_remote_code=trust_remote_code)
+    if output is not None:
+        write_json_atomic(output, figures)
+    return figures
+
+
+# ------------------------------------------------------------------------------------------------- report
+def report(experiment: str, *, tracking_uri: str | None = None, optuna_storage: str | None = None,
+           output_dir: str = "report") -> str:
+    """Write the report page of an experiment's latest search (output_dir/index.html), log it on the search's
+    parent run, and return the text `raycse report` prints. Reads the stores, creates neither."""
+    from raycse.stores import check_optuna_storage
+
+    check_name("experiment", experiment)
+    values = _checked(REPORT_OPTIONS, {"tracking_uri": tracking_uri, "optuna_storage": optuna_storage,
+                                       "output_dir": output_dir})
+    uri = resolve_tracking_uri(values["tracking_uri"], must_exist=True)
+    if optuna_storage is not None:
+        check_optuna_storage("optuna_storage", optuna_storage, must_exist=True)
+    out_dir = check_writable_dir("output_dir", output_dir)
+    from raycse.report import report_experiment
+
+    return report_experiment(uri, experiment, out_dir, optuna_storage)
