@@ -30,14 +30,15 @@ from raycse.checks import (
     check_name,
     check_path_text,
     check_writable_dir,
+    check_writable_file,
 )
 from raycse.errors import ConfigError, shown
+from raycse.tracking import DEFAULT_TRACKING_URI
 
 if TYPE_CHECKING:
     from raycse.driver.outcome import SearchOutcome
     from raycse.space import SearchSpace
 
-DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 TRACKING_HELP = "default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db"
 
 
@@ -157,7 +158,7 @@ def search(space: str | os.PathLike | SearchSpace, *, num_samples: int | None = 
         if not isinstance(space, (str, os.PathLike)):
             raise ConfigError.at("space", f"must be a space file's path or a SearchSpace, got {shown(space)}")
         space = load_space(space)
-    values["tracking_uri"] = resolve_tracking_uri(values["tracking_uri"], must_exist=values["resume"])
+    values["tracking_uri"] = resolve_tracking_uri(values["tracking_uri"])  # --resume: preflight.py finds it
     options = SearchOptions(**values, started_at=started_at)
     outcome = run_search(space, options, log=log or say)  # checks what the search reads (preflight.py) first
     finish(outcome, options.tracking_uri)
@@ -175,8 +176,9 @@ def train(*, output_dir: str, resume: bool = False, tracking_uri: str | None = N
     (experiment raycse-train) unless mlflow=False; resume=True continues an interrupted training from
     output_dir/last.
     """
-    config, examples = prepare_training(output_dir=output_dir, resume=resume, settings=settings)
+    config = prepare_training(output_dir=output_dir, resume=resume, settings=settings)
     uri = resolve_tracking_uri(tracking_uri) if check_bool("mlflow", mlflow) else None
+    examples = config.open_inputs()  # the data, the model and the objective opened: errors now, not later
     from raycse.launch import run_training
 
     if config.loss == "dclr" and config.complementary is None:
@@ -187,8 +189,7 @@ def train(*, output_dir: str, resume: bool = False, tracking_uri: str | None = N
 
 
 def prepare_training(output_dir: str, resume: bool, settings: dict[str, Any]):
-    """The validated TrainConfig of a training and the examples it will train on (read and checked); nothing is
-    written."""
+    """The validated TrainConfig of a training, its output directory checked (nothing read, nothing written)."""
     import dataclasses
 
     from raycse.config import TrainConfig
@@ -222,8 +223,7 @@ def prepare_training(output_dir: str, resume: bool, settings: dict[str, Any]):
     if config.workers > 1 and not os.environ.get("RAY_ADDRESS") and config.workers > (os.cpu_count() or 1):
         raise ConfigError.at("workers", f"{config.workers} workers of one CPU each on a machine with "
                                         f"{os.cpu_count()}: Ray would wait for them forever")
-    examples = config.open_inputs()  # the data, the model and the objective opened: errors now, not later
-    return config, examples
+    return config
 
 
 # ------------------------------------------------------------------------------------------------- evaluate
@@ -243,9 +243,7 @@ def evaluate(model: str = "minilm", pooler: str = "cls_before_pooler", tasks: st
     if pooler not in POOLERS:
         raise ConfigError.at("pooler", f"unknown pooler {shown(pooler)} (choose from {', '.join(POOLERS)})")
     if output is not None:
-        if Path(output).expanduser().is_dir():
-            raise ConfigError.at("output", f"{shown(output)} is a directory; give a file name")
-        check_writable_dir("output", str(Path(output).expanduser().parent))
+        check_writable_file("output", output)
     try:
         check_loadable(model, trust_remote_code)
     except ConfigError as err:
@@ -272,5 +270,7 @@ def report(experiment: str, *, tracking_uri: str | None = None, optuna_storage: 
         check_optuna_storage("optuna_storage", optuna_storage, must_exist=True)
     out_dir = check_writable_dir("output_dir", output_dir)
     from raycse.report import report_experiment
+    from raycse.report.load import load_search
 
-    return report_experiment(uri, experiment, out_dir, optuna_storage)
+    record = load_search(uri, experiment, optuna_storage)  # the experiment, its search and study: read, never made
+    return report_experiment(uri, experiment, out_dir, optuna_storage, record=record)

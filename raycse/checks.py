@@ -171,3 +171,12 @@ def check_writable_dir(name: str, value: Any) -> Path:
     if not os.access(folder, os.W_OK | os.X_OK):
         raise ConfigError.at(name, f"{shown(value)} is not writable ({str(folder)!r} is read-only to you)")
     return path
+
+
+def check_writable_file(name: str, value: Any) -> Path:
+    """A file a command will write: a path that is not a directory, in a folder that exists or can be created."""
+    path = Path(check_path_text(name, value)).expanduser()
+    if path.is_dir() or value.endswith("/"):
+        raise ConfigError.at(name, f"{shown(value)} is a directory; give a file name")
+    check_writable_dir(name, str(path.absolute().parent))
+    return path

@@ -209,11 +209,9 @@ def _add_bench(sub) -> None:
 
 
 def _cmd_bench(args) -> int:
-    from pathlib import Path
-
     from raycse.bench.concurrent import format_concurrent, run_concurrent
     from raycse.bench.step import BenchOptions, format_table, run_bench
-    from raycse.checks import check_int, check_writable_dir
+    from raycse.checks import check_int, check_writable_file
     from raycse.files import write_json_atomic
 
     options = BenchOptions(shape=args.shape, loss=args.loss, batch_size=args.batch_size, steps=args.steps,
@@ -223,11 +221,8 @@ def _cmd_bench(args) -> int:
     if args.concurrent is not None:
         check_int("concurrent", args.concurrent, low=1, high=CONCURRENT_LIMIT)
     for name in ("output", "profile"):
-        value = getattr(args, name)
-        if value is not None:
-            if Path(value).expanduser().is_dir():
-                raise ConfigError.at(name, f"{value!r} is a directory; give a file name")
-            check_writable_dir(name, str(Path(value).expanduser().parent))
+        if getattr(args, name) is not None:
+            check_writable_file(name, getattr(args, name))
     if args.concurrent is not None:
         results = run_concurrent(options, args.concurrent)
         print(format_concurrent(results))
@@ -275,8 +270,9 @@ def _quiet_libraries() -> None:
 
 
 def _culprit_as_flag(err: ConfigError, parser: argparse.ArgumentParser | None) -> str:
-    """The message, naming the flag the user typed rather than the setting behind it ('--batch-size: ...' for
-    'batch_size: ...'; a loss hyperparameter 'tau=0 ...' becomes '--tau: tau=0 ...')."""
+    """The message, naming the flag the user typed rather than the setting behind it: '--batch-size: ...' for
+    'batch_size: ...', '--tau: tau=0 is out of range ...' for a hyperparameter's 'tau=0 is out of range ...'. (A
+    ConfigError carries a key only when its message is about that setting; one about a file starts with the file.)"""
     message = str(err)
     if parser is None or not err.key:
         return message
@@ -287,9 +283,7 @@ def _culprit_as_flag(err: ConfigError, parser: argparse.ArgumentParser | None) -
         return message
     if message.startswith(f"{err.key}:"):
         return flag + message[len(err.key):]
-    if message.startswith(f"{err.key}="):
-        return f"{flag}: {message}"
-    return message
+    return f"{flag}: {message}"
 
 
 def main(argv: list[str] | None = None) -> int:

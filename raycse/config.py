@@ -137,12 +137,12 @@ class TrainConfig:
         unknown = sorted(set(map(str, values)) - set(known))
         if unknown:
             raise ConfigError(f"{where}: unknown training setting {shown(unknown[0])} (known: "
-                              f"{', '.join(sorted(known))})", key=unknown[0])
+                              f"{', '.join(sorted(known))})")
         for name, value in values.items():
             try:
                 check_setting(known[name], value)
             except ConfigError as err:
-                raise ConfigError(f"{where}: {err}", key=err.key) from None
+                raise ConfigError(f"{where}: {err}") from None
         return values
 
     def validate(self) -> TrainConfig:
@@ -215,9 +215,9 @@ def check_setting(f: dataclasses.Field, value: Any) -> None:
         try:
             meta["check"](name, value)
         except ConfigError as err:
-            if err.key is not None or str(err).startswith(f"{name}:"):
+            if err.key is not None:
                 raise
-            raise ConfigError.at(name, str(err)) from None
+            raise ConfigError(str(err) if str(err).startswith(f"{name}:") else f"{name}: {err}", key=name) from None
 
 
 def searchable_settings() -> tuple[str, ...]:

@@ -127,8 +127,9 @@ def open_training_data(config, name: str, cache: dict) -> list | None:
     rows = config.batch_size * config.workers
     what = "triplets" if config.supervised else "sentences"
     if len(examples) < rows:
-        raise ConfigError(f"{shown(getattr(config, name))} has {len(examples)} examples (usable {what}), fewer than "
-                          f"one batch ({config.batch_size} x {config.workers} worker(s) = {rows})")
+        cut = f" (the first max_sentences={config.max_sentences})" if config.max_sentences == len(examples) else ""
+        raise ConfigError(f"{shown(getattr(config, name))} has {len(examples)} examples (usable {what}){cut}, fewer "
+                          f"than one batch (batch_size {config.batch_size} x {config.workers} worker(s) = {rows})")
     steps = len(examples) // rows * config.epochs
     if config.max_steps is not None:
         steps = min(steps, config.max_steps)

@@ -29,6 +29,7 @@ RESOURCE_KEYS = {"workers", "gpus_per_worker", "cpus_per_worker"}
 CONFIRM_KEYS = {"top_k", "seeds"}
 BUDGET_KEYS = {"num_samples", "train", "resources", "test_eval", "max_concurrent", "scheduler", "confirm", "space"}
 TEST_EVAL = ("all", "best", "none")
+SPACE_FILE_BYTES = 1 << 20  # the shipped files are 2 to 4 KB
 
 
 @dataclass
@@ -237,6 +238,10 @@ def load_space(path: str | Path) -> SearchSpace:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"space file {shown(where)} " + ("is a directory" if path.is_dir() else "does not exist"))
+    size = path.stat().st_size
+    if size > SPACE_FILE_BYTES:  # read no further: parsing megabytes of YAML takes minutes
+        raise ConfigError(f"{where}: {size:,} bytes, more than a space file's {SPACE_FILE_BYTES:,} (is it the right "
+                          "file?)")
     try:
         raw = load_settings(path.read_text(encoding="utf-8"), where)  # a key written twice is an error
     except UnicodeDecodeError as err:
@@ -258,7 +263,7 @@ def parse_space(raw: dict, where: str) -> SearchSpace:
         if raw.get("description") is not None and not isinstance(raw["description"], str):
             raise ConfigError.at("description", f"must be text, got {type(raw['description']).__name__}")
     except ConfigError as err:
-        raise ConfigError(f"{where}: {err}", key=err.key) from None
+        raise ConfigError(f"{where}: {err}") from None
     train = _mapping(raw.get("train", {}), where, "train")
     for key in ("model", "corpus", "objective"):
         if key in raw:
@@ -460,7 +465,7 @@ def validate_space(space: SearchSpace, prefix: str = "") -> None:
             config.validate()
         except ConfigError as err:
             culprit = ", ".join(f"{k}={shown(v)}" for k, v in corner.items()) or "the fixed settings"
-            raise ConfigError(f"{where}: {prefix}{family_name} at {culprit}: {err}", key=err.key) from None
+            raise ConfigError(f"{where}: {prefix}{family_name} at {culprit}: {err}") from None
 
 
 def _mapping(value, where: str, key: str) -> dict:
@@ -474,5 +479,4 @@ def _mapping(value, where: str, key: str) -> dict:
 def _no_unknown(mapping: dict, allowed: set, where: str, prefix: str) -> None:
     unknown = sorted(set(map(str, mapping)) - set(allowed))
     if unknown:
-        raise ConfigError(f"{where}: unknown key {shown(prefix + unknown[0])} (allowed: {', '.join(sorted(allowed))})",
-                          key=prefix + unknown[0])
+        raise ConfigError(f"{where}: unknown key {shown(prefix + unknown[0])} (allowed: {', '.join(sorted(allowed))})")

@@ -26,7 +26,7 @@ def sqlite_file(url: str) -> Path | None:
     return Path(urllib.parse.unquote(url[len("sqlite:///"):].split("?", 1)[0])).expanduser()
 
 
-def _check_sqlite(name: str, url: str, must_exist: bool) -> None:
+def _check_sqlite(name: str, url: str, must_exist: bool, table: str = "") -> None:
     if url.rstrip("/") in ("sqlite:", "sqlite:/", "sqlite://") or not url.startswith("sqlite:///"):
         raise ConfigError.at(name, f"{shown(url)}: a SQLite store needs a file: sqlite:///PATH (three slashes, then "
                                    "the path; four for an absolute one)")
@@ -40,6 +40,9 @@ def _check_sqlite(name: str, url: str, must_exist: bool) -> None:
         raise ConfigError.at(name, f"{shown(url)}: {str(path)!r} is a directory, not a database file")
     if must_exist and not exists:
         raise ConfigError.at(name, f"no store at {shown(url)}: {str(path)!r} does not exist")
+    if must_exist and table and table not in _tables(path):
+        raise ConfigError.at(name, f"{shown(url)} is not the store it should be: {str(path)!r} holds no "
+                                   f"{table!r} table")
     if not exists:
         check_writable_dir(name, str(path.parent) if str(path.parent) else ".")
 
@@ -56,7 +59,7 @@ def check_tracking_uri(name: str, uri: str, must_exist: bool = False) -> str:
         raise ConfigError.at(name, f"{shown(uri)}: MLflow serves no {shown(scheme)} store (schemes: "
                                    f"{', '.join(TRACKING_SCHEMES)})")
     if scheme == "sqlite":
-        _check_sqlite(name, uri, must_exist)
+        _check_sqlite(name, uri, must_exist, table="experiments")
     elif scheme == "file" and os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").lower() not in ("1", "true"):
         raise ConfigError.at(name, f"{shown(uri)}: MLflow 3 keeps its file store read-only (maintenance mode); use "
                                    "sqlite:///mlflow.db, or set MLFLOW_ALLOW_FILE_STORE=true")
@@ -72,7 +75,7 @@ def check_optuna_storage(name: str, url: str, must_exist: bool = False) -> str:
     check_str(name, url)
     _check_sqlalchemy_url(name, url)
     if url.startswith("sqlite"):
-        _check_sqlite(name, url, must_exist)
+        _check_sqlite(name, url, must_exist, table="studies")
     return url
 
 
@@ -88,6 +91,18 @@ def _check_sqlalchemy_url(name: str, url: str) -> None:
                                    f"({shown(reason, 120)[1:-1]})") from None
 
 
+def _tables(path: Path) -> set[str]:
+    """The tables of a SQLite file, read without writing anything (none when it is no SQLite database)."""
+    try:
+        db = sqlite3.connect(f"file:{urllib.parse.quote(str(path.resolve()))}?mode=ro", uri=True)
+        try:
+            return {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return set()
+
+
 def study_names(url: str) -> list[str] | None:
     """The studies in an Optuna SQLite storage, read without creating or migrating anything ([] when the file is
     absent or holds no Optuna tables); None for a storage that is not a SQLite file (it must be asked through
@@ -97,10 +112,12 @@ def study_names(url: str) -> list[str] | None:
         return None
     if not path.is_file():
         return []
+    if "studies" not in _tables(path):
+        return []  # no Optuna tables yet (or no SQLite file: Optuna will say so when it opens it)
+    db = sqlite3.connect(f"file:{urllib.parse.quote(str(path.resolve()))}?mode=ro", uri=True)
     try:
-        with sqlite3.connect(f"file:{urllib.parse.quote(str(path.resolve()))}?mode=ro", uri=True) as db:
-            return [row[0] for row in db.execute("SELECT study_name FROM studies")]
+        return [row[0] for row in db.execute("SELECT study_name FROM studies")]
     except sqlite3.Error as err:
-        if "no such table" in str(err):
-            return []
         raise ConfigError(f"cannot read the Optuna storage {shown(url)}: {err}") from None
+    finally:
+        db.close()

@@ -65,7 +65,7 @@ def _refuse_duplicates(root: yaml.Node, where: str) -> None:
                     if key in first_line_of:
                         name = f"{path}.{key_node.value}" if path else key_node.value
                         raise ConfigError(f"{where}: duplicate key {shown(name)} at lines {first_line_of[key]} and "
-                                          f"{line} (YAML would silently keep the second)", key=name)
+                                          f"{line} (YAML would silently keep the second)")
                     first_line_of[key] = line
                     child = f"{path}.{key_node.value}" if path else key_node.value
                 else:
@@ -75,4 +75,4 @@ def _refuse_duplicates(root: yaml.Node, where: str) -> None:
             stack.extend((item, path) for item in node.value)
         elif node.tag in NUMBER_TAGS and len(node.value) > NUMBER_DIGITS:
             raise ConfigError(f"{where}: {path or 'the document'}: a number of {len(node.value):,} digits at line "
-                              f"{node.start_mark.line + 1} (no setting takes one)", key=path or None)
+                              f"{node.start_mark.line + 1} (no setting takes one)")

@@ -34,10 +34,10 @@ TUNER_STATE = "tuner.pkl"  # what a Tune experiment directory holds once its sea
 
 def check_search(space: SearchSpace, options: SearchOptions) -> None:
     """Every check of a search that needs nothing started; a ConfigError naming the culprit otherwise."""
-    open_space_inputs(space)
-    search_path = _check_storage(space, options)
+    search_path = _check_storage(space, options)  # the cheap checks first
     _check_stores(space, options, search_path)
     _check_resources(space, options)
+    open_space_inputs(space)
 
 
 def open_space_inputs(space: SearchSpace) -> None:
@@ -50,7 +50,7 @@ def open_space_inputs(space: SearchSpace) -> None:
                 config.open_inputs(cache)
             except ConfigError as err:
                 culprit = ", ".join(f"{k}={shown(v)}" for k, v in corner.items()) or "the fixed settings"
-                raise ConfigError(f"{space.path}: {prefix}{family} at {culprit}: {err}", key=err.key) from None
+                raise ConfigError(f"{space.path}: {prefix}{family} at {culprit}: {err}") from None
 
 
 def _check_storage(space: SearchSpace, options: SearchOptions) -> str:
@@ -110,7 +110,7 @@ def _check_resources(space: SearchSpace, options: SearchOptions) -> None:
     if res.gpus_per_worker * res.workers > gpus:
         hint = " (pass --budget cpu, or --budget auto)" if options.budget == "full" else ""
         raise ConfigError(f"{where}: a trial asks for {res.workers} x {res.gpus_per_worker:g} GPU(s) and this "
-                          f"machine has {gpus}{hint}", key="budget" if hint else None)
+                          f"machine has {gpus}{hint}")
     if res.cpus_per_worker * res.workers > cpus:
         raise ConfigError(f"{where}: a trial asks for {res.workers} x {res.cpus_per_worker:g} CPU(s) and this "
                           f"machine has {cpus}: Ray would wait for them forever")

@@ -368,7 +368,7 @@ LOSS_NAMES: tuple[str, ...] = BASE_LOSSES + tuple(PRESETS)
 def _parts(name: str, reg: str | None) -> tuple[str, type[Term], type[Term] | None]:
     """The display name, base class and regulariser class (or None) of a combination."""
     if reg is not None and reg not in _REGULARISERS:
-        raise ConfigError(f"unknown regulariser {reg!r} (choose from {', '.join(REGULARISERS)})", key="reg")
+        raise ConfigError(f"unknown regulariser {shown(reg)} (choose from {', '.join(REGULARISERS)})", key="reg")
     if name in PRESETS:
         base, preset_reg = PRESETS[name]
         if reg is not None and reg != preset_reg:
@@ -376,7 +376,7 @@ def _parts(name: str, reg: str | None) -> tuple[str, type[Term], type[Term] | No
                               key="reg")
         return name, _BASES[base], _REGULARISERS[preset_reg]
     if name not in _BASES:
-        raise ConfigError(f"unknown loss {name!r} (choose from {', '.join(LOSS_NAMES)})", key="loss")
+        raise ConfigError(f"unknown loss {shown(name)} (choose from {', '.join(LOSS_NAMES)})", key="loss")
     if reg is None:
         return name, _BASES[name], None
     return f"{name}+{reg}", _BASES[name], _REGULARISERS[reg]
