@@ -73,7 +73,7 @@ SEARCH_OPTIONS = (
     Option("seed", int, None, "the sampler's seed (default: the file's)", low=0, high=SEED_LIMIT),
     Option("confirm_seeds", int, None, "seeds per confirmed configuration, the search run counting as one (default: "
            "the file's)", low=1, high=CONFIRM_SEEDS_LIMIT),
-    Option("confirm", bool, True, "run the confirmation stage (--no-confirm: one seed per configuration)"),
+    Option("confirm", bool, True, "skip the confirmation stage: one seed per configuration (Python: confirm=False)"),
     Option("tracking_uri", str, None, TRACKING_HELP),
     Option("optuna_storage", str, None, "the Optuna study's storage (default: optuna.db beside a SQLite MLflow "
            "store, else in the working directory)"),
