@@ -152,24 +152,29 @@ def check_name(name: str, value: Any, limit: int = NAME_LIMIT) -> str:
 
 
 def check_writable_dir(name: str, value: Any) -> Path:
-    """A directory a run will create or fill: one that exists and is writable, or the nearest existing folder above
-    it is. Creates nothing (the only other sure test, making it and removing it again, writes to the disk)."""
+    """A directory a run will create or fill: one that exists and is writable, or one that can be created.
+
+    Whether a directory can be created is only sure by trying (a permission bit does not say it for root, nor for
+    /proc or a read-only mount): the first missing folder is made and removed again at once, so that nothing is left.
+    """
     path = Path(check_path_text(name, value)).expanduser()
     try:
         if path.exists():
             if not path.is_dir():
                 raise ConfigError.at(name, f"{shown(value)} exists and is not a directory")
-            folder = path
-        else:
-            folder = path.absolute().parent
-            while not folder.exists():
-                folder = folder.parent
-            if not folder.is_dir():
-                raise ConfigError.at(name, f"cannot create {shown(value)}: {str(folder)!r} is not a directory")
+            if not os.access(path, os.W_OK | os.X_OK):
+                raise ConfigError.at(name, f"{shown(value)} is not writable")
+            return path
+        first_missing = path.absolute()
+        while not first_missing.parent.exists():
+            first_missing = first_missing.parent
+        if not first_missing.parent.is_dir():
+            raise ConfigError.at(name, f"cannot create {shown(value)}: {str(first_missing.parent)!r} is not a "
+                                       "directory")
+        first_missing.mkdir()
+        first_missing.rmdir()
     except OSError as err:
-        raise ConfigError.at(name, f"cannot use {shown(value)}: {err.strerror}") from None
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise ConfigError.at(name, f"{shown(value)} is not writable ({str(folder)!r} is read-only to you)")
+        raise ConfigError.at(name, f"cannot create {shown(value)}: {err.strerror}") from None
     return path
 
 

@@ -67,25 +67,17 @@ def _cmd_eval(args) -> int:
 
 
 # -------------------------------------------------------------------------------------------- train
-def _field_type(field) -> type:
-    annotation = str(field.type)
-    for name, kind in (("bool", bool), ("int", int), ("float", float)):
-        if annotation.split(" | ")[0] == name:
-            return kind
-    return str
-
-
 def _add_train_settings(p) -> None:
     """One flag per TrainConfig field (help text from the field), one per loss hyperparameter (from the registry)."""
     import dataclasses
 
-    from raycse.config import TrainConfig
+    from raycse.config import TrainConfig, field_kind
     from raycse.losses import LOSS_NAMES, hyperparameter_catalogue
 
     for f in dataclasses.fields(TrainConfig):
         if not f.metadata.get("flag", True):
             continue
-        kind, help_text = _field_type(f), f.metadata.get("help", "")
+        kind, help_text = field_kind(f)[0], f.metadata.get("help", "")
         if f.name == "loss":
             help_text = f"the loss: {' | '.join(LOSS_NAMES)}"
         if kind is bool:

@@ -106,12 +106,11 @@ def _check_resources(space: SearchSpace, options: SearchOptions) -> None:
     budget = options.budget if options.budget != "auto" else planning.auto_budget({"GPU": gpus})
     plan = planning.search_plan(space, options, budget)
     res = plan.resources
-    where = f"{space.path}: {'cpu_budget.' if budget == 'cpu' and space.cpu_budget else ''}resources"
-    if res.gpus_per_worker * res.workers > gpus:
-        hint = " (pass --budget cpu, or --budget auto)" if options.budget == "full" else ""
-        raise ConfigError(f"{where}: a trial asks for {res.workers} x {res.gpus_per_worker:g} GPU(s) and this "
-                          f"machine has {gpus}{hint}")
-    if res.cpus_per_worker * res.workers > cpus:
-        raise ConfigError(f"{where}: a trial asks for {res.workers} x {res.cpus_per_worker:g} CPU(s) and this "
-                          f"machine has {cpus}: Ray would wait for them forever")
+    key = "cpu_budget.resources" if budget == "cpu" and "resources" in (space.cpu_budget or {}) else "resources"
+    for kind, per_worker, here in (("GPU", res.gpus_per_worker, gpus), ("CPU", res.cpus_per_worker, cpus)):
+        if per_worker * res.workers > here:
+            hint = " (pass --budget cpu, or --budget auto)" if kind == "GPU" and options.budget == "full" else ""
+            raise ConfigError(f"{space.path}: {key}.{kind.lower()}s_per_worker ({per_worker:g}) x workers "
+                              f"({res.workers}): a trial asks for {per_worker * res.workers:g} {kind}(s) and this "
+                              f"machine has {here}: Ray would wait for them forever{hint}")
 
