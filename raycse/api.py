@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from raycse.checks import (
@@ -33,10 +32,11 @@ from raycse.checks import (
     check_writable_file,
 )
 from raycse.errors import ConfigError, shown
-from raycse.tracking import DEFAULT_TRACKING_URI
+from raycse.stores import resolve_tracking_uri
 
 if TYPE_CHECKING:
     from raycse.driver.outcome import SearchOutcome
+    from raycse.export import ExportResult
     from raycse.space import SearchSpace
 
 TRACKING_HELP = "default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db"
@@ -71,9 +71,12 @@ SEARCH_OPTIONS = (
     Option("num_samples", int, None, "search-stage trials (default: the file's)", low=1, high=INT_LIMIT),
     Option("max_concurrent", int, None, "trials at once (default: what fits)", low=1, high=INT_LIMIT),
     Option("seed", int, None, "the sampler's seed (default: the file's)", low=0, high=SEED_LIMIT),
-    Option("confirm_seeds", int, None, "seeds per confirmed configuration, the search run counting as one (default: "
-           "the file's)", low=1, high=CONFIRM_SEEDS_LIMIT),
-    Option("confirm", bool, True, "skip the confirmation stage: one seed per configuration (Python: confirm=False)"),
+    Option("choose_seeds", int, None, "fresh seeds on which the top configurations are chosen among (default: the "
+           "file's)", low=1, high=CONFIRM_SEEDS_LIMIT),
+    Option("judge_seeds", int, None, "fresh seeds on which the winner and the published point are judged (default: "
+           "the file's; 2, the least that gives an interval)", low=2, high=CONFIRM_SEEDS_LIMIT),
+    Option("confirm", bool, True, "no choosing or judging: the search stage's best, from one seed, unjudged (Python: "
+           "confirm=False)"),
     Option("tracking_uri", str, None, TRACKING_HELP),
     Option("optuna_storage", str, None, "the Optuna study's storage (default: optuna.db beside a SQLite MLflow "
            "store, else in the working directory)"),
@@ -91,6 +94,12 @@ EVAL_OPTIONS = (
     Option("max_len", int, None, "truncate sentences (default: the model's limit)", low=3, high=INT_LIMIT),
     Option("trust_remote_code", bool, False, "let transformers run code shipped with the model"),
     Option("output", str, None, "write the figures as JSON here", path=True),
+)
+
+EXPORT_OPTIONS = (
+    Option("tracking_uri", str, None, TRACKING_HELP),
+    Option("push_to_hub", str, None, "then upload the folder to this Hugging Face Hub repository (OWNER/NAME)"),
+    Option("private", bool, False, "with --push-to-hub: create the repository private"),
 )
 
 REPORT_OPTIONS = (
@@ -111,43 +120,27 @@ def _checked(options: tuple[Option, ...], values: dict[str, Any]) -> dict[str, A
     return {name: by_name[name].check(value) for name, value in values.items()}
 
 
-def resolve_tracking_uri(tracking_uri: str | None, must_exist: bool = False) -> str:
-    """`tracking_uri`, else $MLFLOW_TRACKING_URI, else SQLite in the working directory; checked, never opened (an
-    absolute path for SQLite: trial processes run elsewhere)."""
-    from raycse.stores import check_tracking_uri
-
-    if tracking_uri is not None:
-        uri, name = tracking_uri, "tracking_uri"
-    elif os.environ.get("MLFLOW_TRACKING_URI"):
-        uri, name = os.environ["MLFLOW_TRACKING_URI"], "$MLFLOW_TRACKING_URI"
-    else:
-        uri, name = DEFAULT_TRACKING_URI, "tracking_uri"
-    check_tracking_uri(name, uri, must_exist=must_exist)
-    if uri == DEFAULT_TRACKING_URI:
-        uri = f"sqlite:///{Path('mlflow.db').resolve()}"
-    return uri
-
-
 # ------------------------------------------------------------------------------------------------- search
 def search(space: str | os.PathLike | SearchSpace, *, num_samples: int | None = None,
-           max_concurrent: int | None = None, seed: int | None = None, confirm_seeds: int | None = None,
-           confirm: bool = True, tracking_uri: str | None = None, optuna_storage: str | None = None,
-           storage_path: str = "ray_results", budget: str = "auto", resume: bool = False,
+           max_concurrent: int | None = None, seed: int | None = None, choose_seeds: int | None = None,
+           judge_seeds: int | None = None, confirm: bool = True, tracking_uri: str | None = None,
+           optuna_storage: str | None = None, storage_path: str = "ray_results", budget: str = "auto",
+           resume: bool = False,
            log: Callable[[str], None] | None = None, started_at: float | None = None) -> SearchOutcome:
     """Run (or, with resume=True, continue) a search over a space file; returns its `SearchOutcome`.
 
-    The outcome holds the answer: `outcome.winner` (the confirmed configuration with the best mean over its
-    seeds: `.params`, `.summary` (mean, std, n) and `.diff_to_published`, its paired 95% interval against the
-    published point), `outcome.verdict` (the answer in one sentence), `outcome.trials` (every trial of every
-    stage), `outcome.best_checkpoint`, and `outcome.summary` (search_summary.json's contents; its "report" is the
-    report page). The options are the command line's (`raycse search --help`) by their Python names; `log`
-    receives the progress lines (default: printed).
+    The outcome holds the answer: `outcome.winner` (the winning configuration: {"family", "params"}),
+    `outcome.verdict` (the answer in one sentence), `outcome.decision` (raycse/driver/decision.py: the judging
+    seeds' figures, `.versus_published` the winner - published interval on dev; None with confirm=False),
+    `outcome.trials` (every trial of every stage), `outcome.best_checkpoint`, and `outcome.summary`
+    (search_summary.json's contents; its "report" is the report page). The options are the command line's
+    (`raycse search --help`) by their Python names; `log` receives the progress lines (default: printed).
     """
     import time
 
     values = _checked(SEARCH_OPTIONS, {
-        "num_samples": num_samples, "max_concurrent": max_concurrent, "seed": seed, "confirm_seeds": confirm_seeds,
-        "confirm": confirm, "tracking_uri": tracking_uri, "optuna_storage": optuna_storage,
+        "num_samples": num_samples, "max_concurrent": max_concurrent, "seed": seed, "choose_seeds": choose_seeds,
+        "judge_seeds": judge_seeds, "confirm": confirm, "tracking_uri": tracking_uri, "optuna_storage": optuna_storage,
         "storage_path": storage_path, "budget": budget, "resume": resume})
     from raycse.driver.run import finish, run_search
     from raycse.driver.state import SearchOptions, say
@@ -274,3 +267,30 @@ def report(experiment: str, *, tracking_uri: str | None = None, optuna_storage: 
 
     record = load_search(uri, experiment, optuna_storage)  # the experiment, its search and study: read, never made
     return report_experiment(uri, experiment, out_dir, optuna_storage, record=record)
+
+
+# ------------------------------------------------------------------------------------------------- export
+def export(experiment: str, folder: str | os.PathLike, *, tracking_uri: str | None = None,
+           push_to_hub: str | None = None, private: bool = False) -> ExportResult:
+    """Write the winner of an experiment's latest search to `folder` (new, or empty) as a sentence-transformers
+    model folder with its model card (README.md); with `push_to_hub=OWNER/NAME`, upload it too. Returns the
+    `ExportResult` (the folder, the parent run, the card) and, when pushed, its `.url`. Reads the store, creates
+    none; nothing is written before the store, the experiment and the folder have been checked."""
+    from raycse.export import check_repo_id, check_target
+
+    check_name("experiment", experiment)
+    if not isinstance(folder, (str, os.PathLike)):
+        raise ConfigError.at("dir", f"must be a folder's path, got {shown(folder)}")
+    values = _checked(EXPORT_OPTIONS, {"tracking_uri": tracking_uri, "push_to_hub": push_to_hub,
+                                       "private": private})
+    if values["push_to_hub"] is not None:
+        check_repo_id(values["push_to_hub"])
+    out_dir = check_writable_dir("dir", os.fspath(folder))
+    check_target(out_dir)
+    uri = resolve_tracking_uri(values["tracking_uri"], must_exist=True)
+    from raycse import export as exporting  # (the module; this function's parameter is named push_to_hub)
+
+    result = exporting.export_winner(uri, experiment, out_dir, model_id=values["push_to_hub"])
+    if values["push_to_hub"] is not None:
+        result.url = exporting.push_to_hub(result.folder, values["push_to_hub"], private=values["private"])
+    return result

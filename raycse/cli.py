@@ -159,6 +159,11 @@ def _cmd_search(args) -> int:
         print("raycse: error: the search has no answer: no configuration finished a run (each trial's reason is in "
               "the table above)", file=sys.stderr)
         return EXIT_FAILED
+    if outcome.model_version is not None:  # last: what to do next
+        from raycse.export import export_command
+
+        uri = api.resolve_tracking_uri(args.tracking_uri)  # the search's store, checked by it already
+        print(f"Export the winner with its model card: {export_command(outcome.experiment, uri)}")
     return EXIT_OK
 
 
@@ -172,6 +177,25 @@ def _add_report(sub) -> None:
 
 def _cmd_report(args) -> int:
     print(api.report(args.experiment, **_values(args, api.REPORT_OPTIONS)))
+    return EXIT_OK
+
+
+# ------------------------------------------------------------------------------------------- export
+def _add_export(sub) -> None:
+    p = sub.add_parser("export", help="the winner of an experiment's latest search as a sentence-transformers model "
+                                      "folder with a model card (README.md)")
+    p.add_argument("experiment", help="the MLflow experiment name (the space file's 'experiment')")
+    p.add_argument("dir", help="the folder to write (new, or empty)")
+    _add_options(p, api.EXPORT_OPTIONS)
+    p.set_defaults(func=_cmd_export, parser=p)
+
+
+def _cmd_export(args) -> int:
+    result = api.export(args.experiment, args.dir, **_values(args, api.EXPORT_OPTIONS))
+    print(f"Exported the winner of {args.experiment!r} (parent run {result.parent_run_id}) to {result.folder}: "
+          f"SentenceTransformer({str(result.folder)!r}) loads it; its model card is {result.folder / 'README.md'}")
+    if args.push_to_hub is not None:
+        print(f"Pushed to {result.url}")
     return EXIT_OK
 
 
@@ -235,6 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_train(sub)
     _add_search(sub)
     _add_report(sub)
+    _add_export(sub)
     _add_bench(sub)
     return parser
 

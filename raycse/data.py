@@ -19,6 +19,7 @@ import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
 from raycse.errors import ConfigError, first_line
+from raycse.seeds import derived_seed
 
 BUNDLED_CORPUS = "wiki-sample"  # the 11,914 Wikipedia sentences that ship inside the package
 BUNDLED_NLI = "sick-train"  # NLI-style triplets built from the bundled SICK train split (a demonstration set)
@@ -190,7 +191,7 @@ class GlobalBatches:
         return len(self.examples) // self.global_batch  # drop the ragged last batch: negatives stay comparable
 
     def epoch(self, epoch: int):
-        generator = torch.Generator().manual_seed(self.seed + epoch)
+        generator = torch.Generator().manual_seed(derived_seed(self.seed, "data_order", epoch))
         order = torch.randperm(len(self.examples), generator=generator).tolist()
         start = self.rank * self.batch_size
         for step in range(len(self)):

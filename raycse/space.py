@@ -14,7 +14,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from raycse.checks import CONFIRM_SEEDS_LIMIT, INT_LIMIT, SEED_LIMIT, check_choice, check_name, check_path_text
+from raycse.checks import (
+    CONFIRM_SEEDS_LIMIT,
+    INT_LIMIT,
+    SEED_LIMIT,
+    check_choice,
+    check_name,
+    check_path_text,
+    check_str,
+)
 from raycse.config import TrainConfig, check_int, check_number, searchable_settings
 from raycse.errors import ConfigError, shown
 from raycse.strict_yaml import load_settings
@@ -26,7 +34,7 @@ TOP_KEYS = {"experiment", "description", "model", "corpus", "objective", "loss",
 SEARCH_KEYS = {"num_samples", "max_concurrent", "seed", "scheduler", "test_eval", "confirm"}
 SCHEDULER_KEYS = {"name", "grace_evals", "reduction_factor"}
 RESOURCE_KEYS = {"workers", "gpus_per_worker", "cpus_per_worker"}
-CONFIRM_KEYS = {"top_k", "seeds"}
+CONFIRM_KEYS = {"top_k", "choose_seeds", "judge_seeds"}
 BUDGET_KEYS = {"num_samples", "train", "resources", "test_eval", "max_concurrent", "scheduler", "confirm", "space"}
 TEST_EVAL = ("all", "best", "none")
 SPACE_FILE_BYTES = 1 << 20  # the shipped files are 2 to 4 KB
@@ -82,11 +90,14 @@ class Resources:
 
 @dataclass
 class Confirm:
-    """The confirmation stage: the `top_k` best configurations of the search, plus the published point, are
-    trained again until each has `seeds` seeds (a finished search run counts as the first)."""
+    """How the answer is reached after the search stage (raycse/driver/decision.py): the `top_k` best configurations
+    are trained on `choose_seeds` fresh seeds and the best mean there wins (no choosing block when top_k is 1); the
+    winner and the published point are then trained on `judge_seeds` further fresh seeds, which alone judge them.
+    The defaults are the full budget's: 18 judging seeds can detect a difference of one seed-std (80% power)."""
 
     top_k: int = 3
-    seeds: int = 3
+    choose_seeds: int = 3
+    judge_seeds: int = 18
 
 
 @dataclass(frozen=True)
@@ -95,11 +106,11 @@ class TrialSpec:
 
     sampled: dict
     seed: int
-    stage: str  # "search" | "confirm"
+    stage: str  # one of records.STAGES
 
     @classmethod
     def of(cls, tune_config: dict, base_seed: int) -> TrialSpec:
-        """Search-stage trials carry only the sampled values; confirmation trials carry a `raycse_trial` dict."""
+        """Search-stage trials carry only the sampled values; other stages' trials carry a `raycse_trial` dict."""
         spec = tune_config.get("raycse_trial")
         if spec is None:
             return cls(dict(tune_config), base_seed, "search")
@@ -122,7 +133,7 @@ class SearchSpace:
     test_eval: str = "all"
     resources: Resources = field(default_factory=Resources)
     cpu_budget: dict[str, Any] | None = None
-    paper: dict[str, dict[str, dict]] = field(default_factory=dict)  # reported rows by family: {task: {mean, std}}
+    paper: dict[str, dict] = field(default_factory=dict)  # reported rows by family: {model, corpus, figures}
     confirm: Confirm | None = field(default_factory=Confirm)  # None: no confirmation stage
     budget: str = "full"                   # "cpu" for the space `with_cpu_budget()` returns
 
@@ -208,9 +219,9 @@ class SearchSpace:
         if "space" in budget:  # distributions replaced, or removed with null, in every family that searches them
             families = {name: _override_space(family, budget["space"]) for name, family in self.families.items()}
         confirm = self.confirm
-        if "confirm" in budget:
-            confirm = None if budget["confirm"] is None else dataclasses.replace(confirm or Confirm(),
-                                                                                 **budget["confirm"])
+        if "confirm" in budget:  # over the file's own confirmation settings, checked again as merged
+            confirm = None if budget["confirm"] is None else _confirm(budget["confirm"], self.path,
+                                                                      "cpu_budget.confirm", base=confirm)
         return dataclasses.replace(
             self,
             num_samples=budget.get("num_samples", self.num_samples),
@@ -287,8 +298,6 @@ def parse_space(raw: dict, where: str) -> SearchSpace:
                 budget[part] = _mapping(budget[part], where, f"cpu_budget.{part}")
                 _no_unknown(budget[part], allowed, where, f"cpu_budget.{part}.")
         TrainConfig.check_values(budget.get("train", {}), f"{where}: cpu_budget.train")
-        if budget.get("confirm") is not None:
-            budget["confirm"] = dataclasses.asdict(_confirm(budget["confirm"], where, "cpu_budget.confirm"))
         if "space" in budget:
             budget["space"] = {str(k): None if v is None else _distribution(v, where, f"cpu_budget.space.{k}")
                                for k, v in _mapping(budget["space"], where, "cpu_budget.space").items()}
@@ -314,26 +323,37 @@ def parse_space(raw: dict, where: str) -> SearchSpace:
     return space
 
 
-def _confirm(raw, where: str, key: str) -> Confirm:
-    """`{top_k, seeds}`; seeds counts the search run, so 1 seed means no retraining."""
+def _confirm(raw, where: str, key: str, base: Confirm | None = None) -> Confirm:
+    """`{top_k, choose_seeds, judge_seeds}`, over `base` (the defaults, or the full budget's for cpu_budget)."""
     values = _mapping(raw, where, key)
     _no_unknown(values, CONFIRM_KEYS, where, f"{key}.")
-    confirm = Confirm(**values)
+    confirm = dataclasses.replace(base or Confirm(), **values)
     try:
-        check_int("top_k", confirm.top_k, low=0, high=INT_LIMIT)
-        check_int("seeds", confirm.seeds, low=1, high=CONFIRM_SEEDS_LIMIT)
+        check_int("top_k", confirm.top_k, low=1, high=INT_LIMIT)
+        check_int("choose_seeds", confirm.choose_seeds, low=1 if confirm.top_k > 1 else 0, high=CONFIRM_SEEDS_LIMIT)
+        check_int("judge_seeds", confirm.judge_seeds, low=2, high=CONFIRM_SEEDS_LIMIT)  # 2: the least for an interval
     except ConfigError as err:
         raise ConfigError(f"{where}: {key}.{err}") from None
     return confirm
 
 
-def _paper(raw, where: str) -> dict[str, dict[str, dict]]:
-    """The papers' rows by family: each task a number, or [mean, std] where the paper prints mean ± std."""
+def _paper(raw, where: str) -> dict[str, dict]:
+    """The papers' rows by family: `{model, corpus, figures: {task: a number, or [mean, std] where the paper prints
+    mean ± std}}`. The model and corpus say what the figures were measured on: a row whose model or corpus differs
+    from the search's is shown as not comparable."""
     rows = {}
     for family, row in _mapping(raw, where, "paper").items():
+        row = _mapping(row, where, f"paper.{family}")
+        _no_unknown(row, {"model", "corpus", "figures"}, where, f"paper.{family}.")
+        for key in ("model", "corpus"):  # what the figures were measured on: words shown beside them
+            if row.get(key) is not None:
+                try:
+                    check_str(f"paper.{family}.{key}", row[key])
+                except ConfigError as err:
+                    raise ConfigError(f"{where}: {err}") from None
         figures = {}
-        for task, value in _mapping(row, where, f"paper.{family}").items():
-            key = f"paper.{family}.{task}"
+        for task, value in _mapping(row.get("figures"), where, f"paper.{family}.figures").items():
+            key = f"paper.{family}.figures.{task}"
             pair = value if isinstance(value, list) else [value]
             if len(pair) not in (1, 2):
                 raise ConfigError(f"{where}: {key}: a number or [mean, std], got {shown(value)}")
@@ -343,7 +363,8 @@ def _paper(raw, where: str) -> dict[str, dict[str, dict]]:
                     figures[str(task)]["std"] = check_number(key, pair[1], low=0.0)
             except ConfigError as err:
                 raise ConfigError(f"{where}: {err}") from None
-        rows[str(family)] = figures
+        rows[str(family)] = {"model": str(row.get("model") or "unknown model"),
+                             "corpus": str(row.get("corpus") or "unknown corpus"), "figures": figures}
     return rows
 
 

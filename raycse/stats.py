@@ -1,4 +1,5 @@
-"""The statistics behind a search's answer: means over seeds, and paired intervals against the published point.
+"""The statistics behind a search's answer: means over seeds with their Student-t intervals, the pooled seed noise,
+and the rules for printing them (raycse/driver/decision.py uses them).
 
 In this field one seed moves an STS figure by up to about 2 points, so a configuration is judged by its mean
 over seeds, and two configurations by the mean of their paired differences (the same seeds on both sides, so
@@ -7,6 +8,7 @@ interval that covers 0 means that, at this number of seeds, the data cannot tell
 """
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,22 +27,6 @@ class Summary:
     n: int
 
 
-@dataclass(frozen=True)
-class PairedInterval:
-    """The mean of paired differences a_i - b_i with its 95% Student-t interval (None for fewer than two pairs)."""
-
-    mean: float
-    std: float | None
-    low: float | None
-    high: float | None
-    n: int
-
-    @property
-    def covers_zero(self) -> bool:
-        """True when the difference is not established: no interval, or one that contains 0."""
-        return self.low is None or self.low <= 0.0 <= self.high
-
-
 def summarise(values: Sequence[float]) -> Summary:
     values = [float(v) for v in values]
     if not values:
@@ -51,20 +37,15 @@ def summarise(values: Sequence[float]) -> Summary:
     return Summary(mean, std, n)
 
 
+@functools.lru_cache(maxsize=1024)
+def t_ppf(probability: float, df: float) -> float:
+    """The Student-t quantile at `probability` with `df` degrees of freedom (cached: an answer asks for few)."""
+    return float(scipy_stats.t.ppf(probability, df))
+
+
 def t_quantile(n: int, confidence: float = CONFIDENCE) -> float:
     """The two-sided Student-t quantile for a mean over n values (n - 1 degrees of freedom)."""
-    return float(scipy_stats.t.ppf(0.5 + confidence / 2, n - 1))
-
-
-def paired_interval(a: Sequence[float], b: Sequence[float], confidence: float = CONFIDENCE) -> PairedInterval:
-    """mean(a - b) with its two-sided Student-t interval over the n pairs (n - 1 degrees of freedom)."""
-    if len(a) != len(b):
-        raise ValueError(f"paired_interval: {len(a)} values against {len(b)}")
-    diffs = summarise([x - y for x, y in zip(a, b)])
-    if diffs.std is None:
-        return PairedInterval(diffs.mean, None, None, None, diffs.n)
-    half = t_quantile(diffs.n, confidence) * diffs.std / math.sqrt(diffs.n)
-    return PairedInterval(diffs.mean, diffs.std, diffs.mean - half, diffs.mean + half, diffs.n)
+    return t_ppf(0.5 + confidence / 2, n - 1)
 
 
 def pooled_std(groups: Sequence[Sequence[float]]) -> float | None:
@@ -80,3 +61,55 @@ def pooled_std(groups: Sequence[Sequence[float]]) -> float | None:
         squares += sum((x - mean) ** 2 for x in group)
         dof += len(group) - 1
     return math.sqrt(squares / dof) if dof else None
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A mean with its sample std and its two-sided 95% Student-t interval (df = n - 1); no interval for n < 2."""
+
+    mean: float
+    std: float | None
+    n: int
+    df: int | None
+    low: float | None
+    high: float | None
+
+    @property
+    def covers_zero(self) -> bool:
+        return self.low is None or self.low <= 0.0 <= self.high
+
+
+def mean_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> Interval:
+    """The mean of `values` with its two-sided Student-t interval (for paired differences a_i - b_i, pass the
+    differences: what a seed does to both sides cancels)."""
+    summary = summarise(values)
+    if summary.std is None:
+        return Interval(summary.mean, None, summary.n, None, None, None)
+    half = t_quantile(summary.n, confidence) * summary.std / math.sqrt(summary.n)
+    return Interval(summary.mean, summary.std, summary.n, summary.n - 1, summary.mean - half, summary.mean + half)
+
+
+# ------------------------------------------------------------------------------------------ printing
+def one_significant(value: float) -> str:
+    """`value` to one significant digit: 0.0634 -> '0.06', 0.096 -> '0.1', 1.37 -> '1', 12.3 -> '10'."""
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    rounded = round(value, -math.floor(math.log10(abs(value))))
+    return f"{rounded:.{max(0, -math.floor(math.log10(abs(rounded))))}f}"
+
+
+def format_std(std: float | None, n: int) -> str:
+    """A std for print: one significant digit when it rests on fewer than 3 values (its own error is about as
+    large as it is), else two decimals; 'n/a' when there is none."""
+    if std is None:
+        return "n/a"
+    return one_significant(std) if n < 3 else f"{std:.2f}"
+
+
+def format_interval(interval: Interval, signed: bool = True) -> str:
+    """`+0.42, 95% interval [+0.10, +0.74], n = 18, df = 17`; `+0.42, n = 1, no interval`."""
+    number = "{:+.2f}" if signed else "{:.2f}"
+    if interval.low is None:
+        return f"{number.format(interval.mean)}, n = {interval.n}, no interval"
+    return (f"{number.format(interval.mean)}, 95% interval [{number.format(interval.low)}, "
+            f"{number.format(interval.high)}], n = {interval.n}, df = {interval.df}")

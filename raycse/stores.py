@@ -13,6 +13,7 @@ from pathlib import Path
 
 from raycse.checks import check_path_text, check_str, check_writable_dir
 from raycse.errors import ConfigError, shown
+from raycse.tracking import DEFAULT_TRACKING_URI
 
 # The tracking-store schemes MLflow 3 serves (its registry's, less the Databricks-only ones spelled out below).
 TRACKING_SCHEMES = ("sqlite", "postgresql", "mysql", "mssql", "http", "https", "file", "databricks",
@@ -67,6 +68,21 @@ def check_tracking_uri(name: str, uri: str, must_exist: bool = False) -> str:
         raise ConfigError.at(name, f"{shown(uri)} names no host (e.g. http://host:5000)")
     elif scheme in ("postgresql", "mysql", "mssql"):
         _check_sqlalchemy_url(name, uri)
+    return uri
+
+
+def resolve_tracking_uri(tracking_uri: str | None, must_exist: bool = False) -> str:
+    """`tracking_uri`, else $MLFLOW_TRACKING_URI, else SQLite in the working directory; checked, never opened (an
+    absolute path for SQLite: trial processes run elsewhere)."""
+    if tracking_uri is not None:
+        uri, name = tracking_uri, "tracking_uri"
+    elif os.environ.get("MLFLOW_TRACKING_URI"):
+        uri, name = os.environ["MLFLOW_TRACKING_URI"], "$MLFLOW_TRACKING_URI"
+    else:
+        uri, name = DEFAULT_TRACKING_URI, "tracking_uri"
+    check_tracking_uri(name, uri, must_exist=must_exist)
+    if uri == DEFAULT_TRACKING_URI:
+        uri = f"sqlite:///{Path('mlflow.db').resolve()}"
     return uri
 
 

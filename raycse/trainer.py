@@ -41,6 +41,7 @@ from raycse.evaluation import DevObjective, build_objective, evaluate_encoder
 from raycse.files import write_json_atomic
 from raycse.losses import ContrastiveLoss, Embeddings, build_loss
 from raycse.model import Encoder, encode_fn, pick_device
+from raycse.seeds import derived_seed
 from raycse.tokens import SharedTokens, data_fingerprint
 
 NONFINITE_CHECK_EVERY = 10  # steps between host syncs of the "loss went non-finite" flag
@@ -390,7 +391,7 @@ def train(config: TrainConfig,
     loss_fn = build_loss(config.loss, config.reg, **config.hparams)
     encoder = Encoder.from_pretrained(config.model, pooler=train_pooler, trust_remote_code=config.trust_remote_code)
     encoder.to(device).train()
-    seed_everything(config.seed + rank)  # then distinct dropout masks per worker, reproducible per seed
+    seed_everything(derived_seed(config.seed, "dropout", rank))  # then distinct dropout masks per worker
     complementary = load_complementary(config, device) if loss_fn.needs_complementary else None
     if shared_tokens is not None and shared_tokens.fingerprint == data_fingerprint(config):
         examples = list(range(len(shared_tokens)))  # the loader pads the shared ids of these indices

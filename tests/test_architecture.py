@@ -15,15 +15,15 @@ PACKAGE = Path(__file__).resolve().parent.parent / "raycse"
 
 # Lowest first. A module may import modules of its own layer or of a lower one, never of a higher one.
 LAYERS = [
-    ("leaves", ["errors", "checks", "strict_yaml", "stores", "records", "files", "stats", "distributed", "ray_runtime",
-                "tokens", "tracking"]),
+    ("leaves", ["errors", "checks", "strict_yaml", "stores", "records", "files", "stats", "seeds", "distributed",
+                "ray_runtime", "tokens", "tracking"]),
     ("losses", ["losses"]),
     ("data, model, evaluation", ["row_dropout", "model_loading", "sentence_transformers_files", "model", "data",
-                                  "evaluation", "batches"]),
+                                  "sts_data", "evaluation", "batches"]),
     ("configuration", ["inputs", "config", "space"]),
     ("trainer", ["checkpoints", "compile_policy", "grad_cache", "trainer"]),
     ("one training", ["launch"]),
-    ("search, report, bench", ["driver", "report", "bench"]),
+    ("search, report, bench", ["driver", "report", "bench", "export"]),
     ("commands", ["api", "cli", "__main__", "__init__"]),
 ]
 MAX_LINES = 500
@@ -138,3 +138,26 @@ def test_the_checks_above_can_fail():
     assert "raycse.losses.infonce" in GRAPH["raycse.losses.dclr"]  # `from .infonce import ...`
     assert "raycse.model" in GRAPH["raycse.driver.scoring"]  # imported inside a function
     assert layer_of("raycse.trainer") > layer_of("raycse.model")
+
+
+SCRIPTS = sorted((PACKAGE.parent / "benchmarks").glob("*.py")) + sorted(PACKAGE.rglob("*.py"))
+
+
+def imported_names(path: Path) -> list[tuple[str, str]]:
+    """(module, name) for every absolute `from raycse... import name` in `path`, lazy ones included."""
+    return [(node.module, alias.name) for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").startswith("raycse")
+            for alias in node.names]
+
+
+@pytest.mark.parametrize("path", SCRIPTS, ids=lambda p: str(p.relative_to(PACKAGE.parent)))
+def test_every_name_imported_from_raycse_exists(path):
+    """A lazy import inside a benchmark runs only when that benchmark does: a moved name must fail here first."""
+    import importlib
+
+    missing = []
+    for module, name in imported_names(path):
+        owner = importlib.import_module(module)
+        if not hasattr(owner, name) and f"{module}.{name}" not in MODULES:
+            missing.append(f"{module}.{name}")
+    assert not missing, f"{path.name} imports names that do not exist: {missing}"

@@ -72,5 +72,5 @@ def test_each_hyperparameters_flag_sets_one_setting_to_its_value(name):
 
 def test_search_help_lists_the_stage_and_storage_flags(capsys):
     text = help_of("search", capsys)
-    for option in ("--confirm-seeds", "--no-confirm", "--optuna-storage"):
+    for option in ("--choose-seeds", "--judge-seeds", "--no-confirm", "--optuna-storage"):
         assert lists(text, option), option

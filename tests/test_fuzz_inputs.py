@@ -100,6 +100,7 @@ def tripwires():
     import raycse.bench.concurrent
     import raycse.bench.step
     import raycse.evaluation
+    import raycse.export
     import raycse.launch
     import raycse.report
     from raycse.driver.stages.setup import SetupStage
@@ -109,6 +110,7 @@ def tripwires():
         patch.setattr(raycse.launch, "run_training", tripwire)
         patch.setattr(raycse.evaluation, "run_eval", tripwire)
         patch.setattr(raycse.report, "report_experiment", tripwire)
+        patch.setattr(raycse.export, "latest_summary", tripwire)  # export: its first read of the search
         patch.setattr(raycse.bench.step, "run_bench", tripwire)
         patch.setattr(raycse.bench.concurrent, "run_concurrent", tripwire)
         patch.delenv("MLFLOW_TRACKING_URI", raising=False)
@@ -259,11 +261,12 @@ def base_space(world) -> dict:
         "published": {"tau": 0.07},
         "search": {"num_samples": 2, "seed": 0, "test_eval": "none", "max_concurrent": 1,
                    "scheduler": {"name": "asha", "grace_evals": 1, "reduction_factor": 2},
-                   "confirm": {"top_k": 1, "seeds": 2}},
+                   "confirm": {"top_k": 1, "choose_seeds": 0, "judge_seeds": 2}},
         "resources": {"workers": 1, "cpus_per_worker": 1, "gpus_per_worker": 0},
         "cpu_budget": {"num_samples": 2, "train": {"batch_size": 8, "max_steps": 4, "eval_steps": 2},
-                       "confirm": {"top_k": 1, "seeds": 2}},
-        "paper": {"focal": {"STS12": [68.5, 0.08], "avg": 77.33}},
+                       "confirm": {"top_k": 2, "choose_seeds": 2, "judge_seeds": 2}},
+        "paper": {"focal": {"model": "bert-base-uncased", "corpus": "wiki1m_for_simcse",
+                            "figures": {"STS12": [68.5, 0.08], "avg": 77.33}}},
     }
 
 
@@ -327,17 +330,23 @@ def space_slots(world):
         (("search", "scheduler", "name"), not_one_of(("asha", "fifo"))),
         (("search", "scheduler", "grace_evals"), bad_number(1.0)),
         (("search", "scheduler", "reduction_factor"), bad_number(2.0)),
-        (("search", "confirm", "top_k"), bad_int(0)),
-        (("search", "confirm", "seeds"), bad_int(1, 100)),
+        (("search", "confirm", "top_k"), bad_int(1)),
+        (("search", "confirm", "choose_seeds"), bad_int(0, 100)),  # top_k 1: no choosing block, 0 seeds allowed
+        (("search", "confirm", "judge_seeds"), bad_int(2, 100)),  # 2: the least that gives an interval
         (("resources", "workers"), bad_int(1)),
         (("resources", "cpus_per_worker"), st.one_of(numbers(low=10_000.0), bad_number(0.0))),
         (("resources", "gpus_per_worker"), bad_number(0.0)),
         (("cpu_budget", "num_samples"), bad_int(1)),
         (("cpu_budget", "train", "batch_size"), st.one_of(ints(TINY_CORPUS_LINES + 1, INT_LIMIT), bad_int(2))),
         (("cpu_budget", "train", "eval_steps"), st.one_of(ints(5, INT_LIMIT), bad_int(1))),
-        (("cpu_budget", "confirm", "seeds"), bad_int(1, 100)),
-        (("paper", "focal", "STS12"), st.one_of(texts(), st.booleans(), DICTS, st.lists(numbers(), min_size=3,
-                                                                                         max_size=4), NONE)),
+        (("cpu_budget", "confirm", "top_k"), bad_int(1)),
+        (("cpu_budget", "confirm", "choose_seeds"), bad_int(1, 100)),  # top_k 2: a choosing block needs a seed
+        (("cpu_budget", "confirm", "judge_seeds"), bad_int(2, 100)),
+        (("paper", "focal", "model"), st.one_of(NOT_STR, st.sampled_from(["", "  "]))),
+        (("paper", "focal", "corpus"), st.one_of(NOT_STR, st.sampled_from(["", "  "]))),
+        (("paper", "focal", "figures"), st.one_of(LISTS.filter(bool), texts(min_size=1), st.integers())),
+        (("paper", "focal", "figures", "STS12"), st.one_of(texts(), st.booleans(), DICTS, NONE, st.lists(
+            numbers(), min_size=3, max_size=4), st.sampled_from([float("nan"), float("inf")]))),
     ]
 
 
@@ -347,7 +356,9 @@ SECTIONS = {
          "families", "search", "resources", "cpu_budget", "paper"},
     ("search",): {"num_samples", "max_concurrent", "seed", "scheduler", "test_eval", "confirm"},
     ("search", "scheduler"): {"name", "grace_evals", "reduction_factor"},
-    ("search", "confirm"): {"top_k", "seeds"},
+    ("search", "confirm"): {"top_k", "choose_seeds", "judge_seeds"},
+    ("cpu_budget", "confirm"): {"top_k", "choose_seeds", "judge_seeds"},
+    ("paper", "focal"): {"model", "corpus", "figures"},
     ("resources",): {"workers", "gpus_per_worker", "cpus_per_worker"},
     ("cpu_budget",): {"num_samples", "train", "resources", "test_eval", "max_concurrent", "scheduler", "confirm",
                       "space"},
@@ -509,12 +520,15 @@ def test_malformed_search_flags_are_refused_naming_the_flag(data, world, wd, tri
     (wd / "good.yaml").write_text(dump(base_space(world)))
     flags = {
         "--num-samples": text_int(1), "--max-concurrent": text_int(1), "--seed": text_int(0, SEED_LIMIT),
-        "--confirm-seeds": text_int(1, 100), "--budget": not_choice(("auto", "cpu", "full")),
+        "--choose-seeds": text_int(1, 100), "--judge-seeds": text_int(2, 100),
+        "--budget": not_choice(("auto", "cpu", "full")),
         "--tracking-uri": bad_uris(world), "--optuna-storage": bad_uris(world, for_optuna=True),
         "--storage-path": st.one_of(bad_paths(world), st.just("notes.txt")), "--resume": FLAG_ONLY,
         "--space": st.one_of(bad_paths(world), st.sampled_from(["no-such.yaml", "full", str(world["corpus"])])),
     }
     extra, culprits = data.draw(flag_mutations(flags))
+    if data.draw(st.booleans()):  # a valid flag beside the bad one changes nothing
+        extra = [*extra, "--no-confirm"] if extra[0] != "--space" else extra
     if extra[0] == "--space" and len(extra) == 2:
         argv = ["search", *extra]
         culprits = [*culprits, "space file", extra[1][:40]]  # a file that is no space file: named by its path
@@ -629,6 +643,33 @@ def test_malformed_bench_flags_are_refused_naming_the_flag(data, world, wd, trip
     }
     extra, culprits = data.draw(flag_mutations(flags))
     assert_rejected(["bench", "--shape", "tiny", *extra], culprits, wd, capfd, "bench flags")
+
+
+@given(data=st.data())
+def test_malformed_export_inputs_are_refused_naming_the_culprit(data, world, wd, tripwires, capfd):
+    store = f"sqlite:///{world['mlflow']}"
+    flags = {
+        "--tracking-uri": st.one_of(bad_uris(world), st.sampled_from([
+            "sqlite:///missing.db", f"sqlite:///{world['corpus']}", f"sqlite:///{world['optuna']}"])),
+        "--push-to-hub": st.one_of(
+            st.sampled_from(["no-owner", "a/b/c", "/name", "owner/", "own er/name", "owner/na--me..", "-/-",
+                             "owner/" + "n" * 97]), HUGE, texts(string.punctuation + " é", 1, 12).filter(
+                lambda v: not v.startswith("-"))),
+    }
+    experiment = st.one_of(
+        st.sampled_from(["", "   ", "a/b", "a:b", "x\x07"]), texts(min_size=101, max_size=300), HUGE,
+        SAFE_KEYS.filter(lambda k: k != "fuzz-existing" and k.strip() == k and k not in (".", "..")))
+    folder = st.one_of(st.sampled_from(["notes.txt", "full", "notes.txt/below", "."]), bad_paths(world))
+    how = data.draw(st.sampled_from(["experiment", "dir", "flag"]))
+    private = ["--private"] if data.draw(st.booleans()) else []  # a valid flag beside the bad input
+    if how == "experiment":
+        argv, culprits = ["export", data.draw(experiment), "exported", "--tracking-uri", store], ["experiment"]
+    elif how == "dir":
+        argv, culprits = ["export", "fuzz-existing", data.draw(folder), "--tracking-uri", store], ["dir", "DIR"]
+    else:
+        extra, culprits = data.draw(flag_mutations(flags))
+        argv = ["export", "fuzz-existing", "exported", "--tracking-uri", store, *extra]
+    assert_rejected([*argv, *private], culprits, wd, capfd, "export", watched=(world["mlflow"].parent,))
 
 
 # --------------------------------------------------------------------------------------------- fixed points

@@ -29,7 +29,7 @@ space:
   tau: {{type: loguniform, low: 0.02, high: 0.2}}
   m: {{type: uniform, low: 0.0, high: 0.6}}
 published: {{tau: 0.07, m: 0.3}}
-search: {{num_samples: 2, seed: 0, test_eval: none, scheduler: {{name: fifo}}, confirm: {{top_k: 1, seeds: 2}}}}
+search: {{num_samples: 2, seed: 0, test_eval: none, scheduler: {{name: fifo}}, confirm: {{top_k: 1, judge_seeds: 2}}}}
 resources: {{workers: 1, cpus_per_worker: 2}}
 """
 

@@ -222,7 +222,7 @@ def test_runs_of_trials_that_tune_never_recorded_are_dropped_on_resume(tmp_path)
     runs = {"done": child("done", "search", "FINISHED"), "resumed": child("resumed", "search", "KILLED"),
             "lost": child("lost", "search", "KILLED"), "lost-live": child("lost-live", "search", "RUNNING"),
             "finished-unknown": child("finished-unknown", "search", "FINISHED"),
-            "other-stage": child("other-stage", "confirm", "KILLED")}
+            "other-stage": child("other-stage", "judge", "KILLED")}
     dropped = tracker.drop_unrecorded_trials(parent, (STAGE_TAG, "search"), {"done", "resumed", "new"})
     assert sorted(dropped) == ["lost", "lost-live"]
     client = MlflowClient(tracking_uri=uri)

@@ -123,35 +123,58 @@ def _record_search(tracking_uri: str, storage: str, artifacts: Path, experiment:
     return parent
 
 
+WINNER_KEY, PUBLISHED_KEY = _key("focal", {"tau": ODD_TAU, "m": 0.43}), _key("focal", {"tau": 0.07, "m": 0.3})
+WINNER_TEST = {"STS12": {"mean": 61.234, "std": 0.3, "n": 3}, "STS13": {"mean": 74.1, "std": 0.21, "n": 3},
+               "STS14": {"mean": 68.0, "std": 0.4, "n": 3}, "STS15": {"mean": 78.3, "std": 0.1, "n": 3},
+               "STS16": {"mean": 77.0, "std": 0.2, "n": 3}, "STSBenchmark": {"mean": 80.1, "std": 0.3, "n": 3},
+               "SICKRelatedness": {"mean": 70.2, "std": 0.5, "n": 3}, "avg": {"mean": 72.7, "std": 0.2, "n": 3}}
+PUBLISHED_TEST = {task: {**figure, "mean": figure["mean"] - 0.5} for task, figure in WINNER_TEST.items()}
+UNTOUCHED_TEST = {task: figure["mean"] - 2.0 for task, figure in WINNER_TEST.items()}
+VERDICT = ("Method: chosen by the search stage on dev, judged on fresh seeds. The winner is not distinguishable from "
+           "the published point on the STS-B dev Spearman x100 (dev, judging seeds).")
+
+
+def _judged(key: str, params: dict, values: list, mean: float, std: float, test: dict, **flags) -> dict:
+    return {"config_key": key, "family": "focal", "params": params, "choose": None, **flags,
+            "judge": {"seeds": [43, 44, 45], "values": values, "planned": 3, "n": 3, "count_text": "n = 3 of 3",
+                      "short": False, "dev": {"mean": mean, "std": std, "n": 3, "df": 2, "low": mean - 0.6,
+                                              "high": mean + 0.6}, "test": test}}
+
+
 FOCAL_SUMMARY = {
-    "confirmation": [
-        {"config_key": _key("focal", {"tau": ODD_TAU, "m": 0.43}), "family": "focal",
-         "params": {"tau": ODD_TAU, "m": 0.43},
-         "is_published": False, "search_rank": 1, "seeds": [42, 43, 44], "values": [81.56, 81.1, 81.3],
-         "mean": 81.32, "std": 0.2306, "n": 3,
-         "diff_to_published": {"mean": 0.1733, "std": 0.31, "low": -0.6, "high": 0.9467, "n": 3}},
-        {"config_key": _key("focal", {"tau": 0.07, "m": 0.3}), "family": "focal", "params": {"tau": 0.07, "m": 0.3},
-         "is_published": True, "search_rank": 2, "seeds": [42, 43, 44], "values": [81.51, 80.8, 81.13],
-         "mean": 81.1467, "std": 0.3553, "n": 3, "diff_to_published": None}],
-    "winner": {"config_key": _key("focal", {"tau": ODD_TAU, "m": 0.43}), "family": "focal",
-               "params": {"tau": ODD_TAU, "m": 0.43}, "mean": 81.32, "std": 0.2306, "n": 3, "is_published": False,
-               "distinguishable_from_published": False, "beats_baseline": True,
-               "sentence": "The best configuration is not distinguishable from the published point over 3 seeds."},
-    "winner_test": {"STS12": {"mean": 61.234, "std": 0.3, "n": 3}, "STS13": {"mean": 74.1, "std": 0.21, "n": 3},
-                    "STS14": {"mean": 68.0, "std": 0.4, "n": 3}, "STS15": {"mean": 78.3, "std": 0.1, "n": 3},
-                    "STS16": {"mean": 77.0, "std": 0.2, "n": 3}, "STSBenchmark": {"mean": 80.1, "std": 0.3, "n": 3},
-                    "SICKRelatedness": {"mean": 70.2, "std": 0.5, "n": 3}, "avg": {"mean": 72.7, "std": 0.2, "n": 3}},
-    "paper": {"family": "focal", "label": "Focal-InfoNCE (BERT-base, reported)", "figures": FOCAL_PAPER},
+    "decision": {
+        "method": {"budget": "cpu", "top_k": 1, "choose_seeds": 0, "judge_seeds": 3,
+                   "seeds": {"search": 42, "choose": [], "judge": [43, 44, 45]}},
+        "configs": [
+            _judged(WINNER_KEY, {"tau": ODD_TAU, "m": 0.43}, [81.56, 81.1, 81.3], 81.32, 0.2306, WINNER_TEST,
+                    search_rank=1, is_published=False, is_winner=True),
+            _judged(PUBLISHED_KEY, {"tau": 0.07, "m": 0.3}, [81.51, 80.8, 81.13], 81.1467, 0.3553, PUBLISHED_TEST,
+                    search_rank=None, is_published=True, is_winner=False)],
+        "versus_published": {"mean": 0.1733, "std": 0.31, "n": 3, "df": 2, "low": -0.6, "high": 0.9467},
+        "seed_noise": 0.3, "seed_noise_df": 4, "detectable": 1.9, "detectable_n": 3},
+    "verdict": VERDICT,
+    "winner": {"config_key": WINNER_KEY, "family": "focal", "params": {"tau": ODD_TAU, "m": 0.43}, "mean": 81.32,
+               "std": 0.2306, "n": 3, "is_published": False, "beats_published": False, "beats_baseline": True,
+               "sentence": VERDICT},
+    "test_table": {
+        "rows": [{"label": "untouched model", "model": "sentence-transformers/all-MiniLM-L6-v2", "corpus": "-",
+                  "steps": 0, "n": 1,
+                  "figures": {t: {"mean": v, "std": None, "n": 1} for t, v in UNTOUCHED_TEST.items()}},
+                 {"label": "published point", "model": "sentence-transformers/all-MiniLM-L6-v2",
+                  "corpus": "wiki-sample", "steps": 16, "n": 3, "figures": PUBLISHED_TEST},
+                 {"label": "winner", "model": "sentence-transformers/all-MiniLM-L6-v2", "corpus": "wiki-sample",
+                  "steps": 16, "n": 3, "figures": WINNER_TEST}],
+        "seeds": "judging seeds 43-45",
+        "winner_minus_published": {"avg": {"mean": 0.5, "std": 0.1, "n": 3, "df": 2, "low": 0.25, "high": 0.75}}},
+    "paper": {"family": "focal", "model": "bert-base-uncased", "corpus": "wiki1m", "figures": FOCAL_PAPER,
+              "comparable": False,
+              "caption": "Reported by the paper for focal: bert-base-uncased trained on wiki1m. Not comparable."},
     "seed_noise_std": 0.3,
 }
-ALL_SUMMARY = {  # one seed per configuration: no std, no interval, no seed-noise estimate
-    "confirmation": [
-        {"config_key": _key("focal", {"tau": 0.04, "m": 0.5}), "family": "focal", "params": {"tau": 0.04, "m": 0.5},
-         "is_published": False, "search_rank": 1, "seeds": [42], "values": [81.7], "mean": 81.7, "std": None, "n": 1,
-         "diff_to_published": {"mean": 1.1, "std": None, "low": None, "high": None, "n": 1}}],
-    "winner": {"family": "focal", "params": {"tau": 0.04, "m": 0.5}, "mean": 81.7, "std": None, "n": 1,
-               "sentence": "focal (tau 0.04, m 0.5) scored best, from one seed: not a conclusion."},
-    "winner_test": {}, "paper": {}, "seed_noise_std": None,
+ALL_SUMMARY = {  # no choosing or judging (--no-confirm): one seed per configuration, no seed-noise estimate
+    "decision": None, "test_table": None, "paper": None, "seed_noise_std": None,
+    "verdict": "No confirmation stage ran (--no-confirm): the answer is the search stage's first-ranked configuration.",
+    "winner": {"family": "focal", "params": {"tau": 0.04, "m": 0.5}, "judged": False},
 }
 
 
@@ -193,16 +216,33 @@ def test_page_shows_references_tables_and_plots(focal_report):
     page = focal_report.html_path.read_text()
     assert focal_report.html_path.name == "index.html"
     assert "79.73" in page and "tau=0.07, m=0.3" in page  # the baseline and the published point
-    assert "which scores 81.15 (mean of 3 seeds)" in page
-    assert "0.07077" in page and str(ODD_TAU) not in page
-    assert len(re.findall(r"<img ", page)) >= 4
+    markup = re.sub(r"<script.*?</script>", "", page, flags=re.S)  # the figures' data hold values in full
+    assert "0.07077" in markup and str(ODD_TAU) not in markup
     names = {p.name for p in focal_report.images}
     assert {"optimization_history.png", "dev_curves.png", "importances.png", "slice.png",
             "parallel_coordinates.png", "contour.png"} <= names
     assert all(p.read_bytes().startswith(b"\x89PNG") for p in focal_report.images)
+    # every plot is an interactive figure on the page too, its PNG beside it
+    assert focal_report.figures == [f"plot-{p.stem}" for p in focal_report.images]
+    assert all(f'id="{element}"' in page for element in focal_report.figures)
     assert focal_report.text.endswith(f"Report: {focal_report.html_path}")
-    # no script, no external resource: only data URIs
-    assert "<script" not in page and not re.search(r'(src|href)="(?!data:)', page)
+    # one file that loads nothing: plotly.js inline once, no script or resource from elsewhere
+    assert page.count("* plotly.js v") == 1 and "<script src" not in page
+    assert not re.search(r'(src|href)="(?!data:)', markup)
+
+
+def test_the_dev_curves_are_steps_from_mlflow_and_hover_to_the_trial(store):
+    from raycse.report.plots import dev_curves
+
+    record = load.load_search(store["tracking_uri"], FOCAL)
+    curves = {c.trial_id: c for c in record.curves}
+    assert set(curves) == {"f0", "f1", "f2", "f3", "f5"}  # f4 failed before its first evaluation
+    assert curves["f3"].points == [(8, 81.0), (16, 80.2)] and curves["f3"].optuna_number == 3
+    figure = dev_curves(record.curves, "STS-B dev").figure()
+    trace = next(t for t in figure.data if t.name.startswith("f1 "))
+    assert list(trace.x) == [8, 16] and figure.layout.xaxis.title.text == "training step"
+    for words in ("trial f1</b> (Optuna #1)", "focal: tau=0.07077, m=0.43", "seed 42", "search", "finished"):
+        assert words in trace.hovertemplate, words
 
 
 def test_search_table_best_steps_come_from_the_objective_history(focal_report):
@@ -217,17 +257,23 @@ def test_search_table_best_steps_come_from_the_objective_history(focal_report):
     assert _search_row(page, "f1")["optuna #"] == "1"  # joined to the study through ray_trial_id
 
 
-def test_confirmation_verdict_and_test_tasks(focal_report):
+def test_judging_verdict_and_test_tasks(focal_report):
     page = focal_report.html_path.read_text()
-    confirmed = next(c for c in _cells(page) if c[:2] == ["1", "focal"])
-    # spreads and differences of STS figures in the figures' own unit, two decimals; differences signed
-    assert confirmed[2:] == ["tau=0.07077, m=0.43", "3", "42, 43, 44", "81.32 ± 0.23", "+0.17 ± 0.31",
-                             "[-0.60, +0.95]"]
-    assert FOCAL_SUMMARY["winner"]["sentence"] in page
-    winner = next(c for c in _cells(page) if c[0].startswith("raycse winner"))
-    assert winner[1] == "61.23 ± 0.30" and winner[-1] == "72.70 ± 0.20"
-    paper = next(c for c in _cells(page) if c[0] == "Focal-InfoNCE (BERT-base, reported)")
-    assert paper[1] == "68.50" and paper[-1] == "77.33 ± 0.08"  # a paper prints a ± only where it has one
+    winner = next(c for c in _cells(page) if c[:2] == ["winner", "focal"])
+    # a mean over seeds with its spread, and a difference with its interval, n and df
+    assert winner[2:] == ["tau=0.07077, m=0.43", "43-45", "81.32 ± 0.23 (n = 3)", "n = 3 of 3",
+                          "+0.17, 95% interval [-0.60, +0.95], n = 3, df = 2"]
+    published = next(c for c in _cells(page) if c[:2] == ["published point", "focal"])
+    assert published[4] == "81.15 ± 0.36 (n = 3)"
+    assert VERDICT in page
+    rows = {c[0].split(" (")[0]: c for c in _cells(page) if c and c[0].split(" (")[0] in
+            ("untouched model", "published point", "winner", "winner - published")}
+    assert rows["winner"][1] == "61.23 ± 0.30" and rows["winner"][-1] == "72.70 ± 0.20"
+    assert "wiki-sample, 16 steps, n = 3" in rows["winner"][0]  # each row names model, corpus, steps and n
+    assert rows["untouched model"][-1] == "70.70" and rows["winner - published"][-1] == "+0.50"
+    assert "which scores 81.15 (mean of 3 judging seeds)" in page
+    # the paper's row only under its caption, which says it is not comparable
+    assert "Not comparable." in page and "Avg. 77.33 ± 0.08" in page
 
 
 def test_few_trials_warn_on_the_importances(focal_report):
@@ -255,7 +301,7 @@ def test_conditional_space_weighs_the_family_and_plots_each_family(all_report):
     page = all_report.html_path.read_text()
     # simcse searched one parameter: no contour, and the page says why
     assert "needs 2 numeric parameters that took 2 or more values, found 1" in page
-    assert page.count("the confirmation stage measured no seed noise") == 1
+    assert page.count("the choosing and judging blocks measured no seed noise") == 1
     assert ("focal: importances: only 3 search trials completed (fewer than 10): "
             "the importances are little more than a guess") in all_report.warnings
     assert _search_row(page, "a2")["loss"] == "dclr" and _search_row(page, "a2")["phi"] == "0.9"
@@ -300,10 +346,12 @@ def test_report_experiment_logs_the_page_on_the_parent_run(store):
     from mlflow.tracking import MlflowClient
 
     text = report.report_experiment(store["tracking_uri"], FOCAL, store["tmp"] / "cli-report")
-    assert "Verdict: The best configuration" in text and "0.07077" in text
+    assert "Verdict: Method: chosen by the search stage" in text and "0.07077" in text
     client = MlflowClient(tracking_uri=store["tracking_uri"])
     logged = [a.path for a in client.list_artifacts(store["parents"][FOCAL], "report")]
-    assert logged == ["report/index.html"]
+    assert logged == ["report/index.html", "report/plots"]
+    plots = {a.path for a in client.list_artifacts(store["parents"][FOCAL], "report/plots")}
+    assert {"report/plots/dev_curves.png", "report/plots/contour.png"} <= plots  # what MLflow's viewer can show
     downloaded = client.download_artifacts(store["parents"][FOCAL], "report/index.html", str(store["tmp"]))
     assert Path(downloaded).read_text() == (store["tmp"] / "cli-report" / "index.html").read_text()
 
@@ -313,8 +361,11 @@ def test_the_text_summary_from_search_summary_json_alone(store):
     text = tables.format_search_summary(load.load_search(store["tracking_uri"], FOCAL).summary)
     stopped = next(line.split() for line in text.splitlines() if line.split()[:2] == ["-", "f2"])
     assert stopped[2:7] == ["0.15", "0.05", "80.40", "16", "16"]  # tau, m, best objective, best step, last eval step
-    assert "Verdict: The best configuration is not distinguishable" in text
-    assert "Focal-InfoNCE (BERT-base, reported)" in text
+    assert "Verdict: Method: chosen by the search stage on dev" in text
+    assert "Judging (the winner and the published point on further fresh seeds):" in text
+    assert "+0.17, 95% interval [-0.60, +0.95], n = 3, df = 2" in text
+    assert "winner - published on the test average (judging seeds 43-45): +0.50, 95% interval" in text
+    assert "bert-base-uncased trained on wiki1m. Not comparable." in text
 
 
 def test_errors_name_the_culprit(store, tmp_path):
@@ -417,7 +468,7 @@ class DevTools:
         """Load a page in a new tab, with its console and log recorded; return the tab's session id."""
         target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
         session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
-        for domain in ("Page", "Runtime", "Log"):
+        for domain in ("Page", "Runtime", "Log", "Network"):
             self.send(f"{domain}.enable", session=session)
         self.send("Page.navigate", {"url": url}, session=session)
         self.wait_for("Page.loadEventFired", session)  # fires once every image has loaded or failed
@@ -435,6 +486,19 @@ class DevTools:
             elif event.get("method") == "Log.entryAdded" and params["entry"].get("level") == "error":
                 found.append(params["entry"].get("text", ""))
         return found
+
+    def requests(self) -> list[str]:
+        """Every URL the pages asked for."""
+        return [e["params"]["request"]["url"] for e in self.events if e.get("method") == "Network.requestWillBeSent"]
+
+    def figure_marks(self, session: str) -> dict[str, int]:
+        """For each plotly figure on the page, how many marks its SVG holds (points, lines, bars, contours)."""
+        marks = ".scatterlayer path, .barlayer path, .contourlayer path, .heatmaplayer image"
+        expression = (f"Object.fromEntries(Array.from(document.querySelectorAll('.plotly-graph-div'), "
+                      f"figure => [figure.id, figure.querySelectorAll('svg.main-svg').length ? "
+                      f"figure.querySelectorAll('{marks}').length : -1]))")
+        result = self.send("Runtime.evaluate", {"expression": expression, "returnByValue": True}, session=session)
+        return result["result"]["value"]
 
     def image_widths(self, session: str) -> list[int]:
         result = self.send("Runtime.evaluate", {"expression": "Array.from(document.images, i => i.naturalWidth)",
@@ -467,20 +531,27 @@ def chromium(tmp_path):
     browser.close()
 
 
-def test_the_browser_checker_sees_broken_images_and_console_errors(chromium, tmp_path):
-    """The checker below can fail: a broken image and a console error are caught."""
+def test_the_browser_checker_sees_empty_figures_console_errors_and_requests(chromium, tmp_path):
+    """The checker below can fail: an empty figure, a console error and a request for another file are caught."""
+    from raycse.report.plots import plotly_script
+
     page = tmp_path / "broken.html"
-    page.write_text('<!DOCTYPE html><html><body><img src="data:image/png;base64,AAAA" alt="broken">'
-                    '<script>console.error("deliberate");</script></body></html>')
+    page.write_text(f'<!DOCTYPE html><html><head>{plotly_script()}</head><body><img src="elsewhere.png" alt="x">'
+                    '<div id="empty" class="plotly-graph-div"></div><div id="drawn" class="plotly-graph-div"></div>'
+                    '<script>Plotly.newPlot("empty", []); Plotly.newPlot("drawn", [{x: [1, 2], y: [3, 4]}]);'
+                    'console.error("deliberate");</script></body></html>')
     session = chromium.open(page.as_uri())
-    assert chromium.image_widths(session) == [0]
+    assert chromium.figure_marks(session) == {"empty": 0, "drawn": 3}  # a line and its two points
     assert any("deliberate" in e for e in chromium.errors())
+    assert any(url.endswith("/elsewhere.png") for url in chromium.requests())
 
 
-def test_the_report_loads_in_headless_chromium(chromium, focal_report, all_report):
+def test_the_report_renders_every_figure_in_headless_chromium(chromium, focal_report, all_report):
     for result in (focal_report, all_report):
         session = chromium.open(result.html_path.as_uri())
-        widths = chromium.image_widths(session)
-        assert len(widths) == len(result.images) >= 4
-        assert all(w > 0 for w in widths), widths
+        marks = chromium.figure_marks(session)
+        assert list(marks) == result.figures and len(marks) >= 6
+        assert all(count > 0 for count in marks.values()), marks
     assert chromium.errors() == []
+    # offline: nothing but the pages themselves (and the data URIs plotly draws contours with)
+    assert {url.split(":", 1)[0] for url in chromium.requests()} <= {"file", "data"}

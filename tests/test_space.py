@@ -34,7 +34,8 @@ def test_focal_space_centres_on_the_paper():
     space = load_space(ROOT / "search_spaces" / "focal.yaml")
     assert space.points_to_evaluate() == [{"tau": 0.07, "m": 0.3, "lr": 3e-5}]
     assert set(space.families["focal"].space) == {"tau", "m", "lr"}
-    assert space.paper["focal"]["avg"] == {"mean": 77.33, "std": 0.08}  # the paper's mean ± std over seeds
+    assert space.paper["focal"]["figures"]["avg"] == {"mean": 77.33, "std": 0.08}  # mean ± std over seeds
+    assert space.paper["focal"]["model"] == "bert-base-uncased"  # what the figures were measured on
 
 
 def test_every_shipped_space_searches_the_learning_rate_over_a_decade_and_uses_the_models_pooler():
@@ -121,7 +122,9 @@ def test_define_by_run_with_real_optuna():
     # a published point outside its own searched range (issue 17)
     ("loss: focal\nspace: {tau: {type: uniform, low: 0.1, high: 0.2}}\npublished: {tau: 0.07}\n", "published.tau"),
     ("loss: focal\nspace: {m: {type: categorical, choices: [0.1, 0.2]}}\npublished: {m: 0.3}\n", "published.m"),
-    ("loss: focal\nsearch: {confirm: {seeds: 0}}\n", "search.confirm.seeds"),
+    ("loss: focal\nsearch: {confirm: {judge_seeds: 1}}\n", "search.confirm.judge_seeds"),
+    ("loss: focal\nsearch: {confirm: {top_k: 2, choose_seeds: 0}}\n", "search.confirm.choose_seeds"),
+    ("loss: focal\nsearch: {confirm: {seeds: 2}}\n", "search.confirm.seeds"),
     ("loss: focal\nsearch: {confirm: {top_k: 1, seedz: 3}}\n", "search.confirm.seedz"),
     ("loss: focal\npaper: {focal: {STS12: [68.5, 0.1, 2]}}\n", "paper.focal.STS12"),
     ("loss: focal\nobjective: no_such_objective\n", "no_such_objective"),
@@ -174,7 +177,7 @@ def test_cpu_budgets_score_every_trial_at_least_twice():
             space.base.epochs
         evals = steps // space.base.eval_steps
         assert evals >= 2, path.name
-        assert space.confirm is not None and space.confirm.seeds >= 2, path.name  # the answer has an interval
+        assert space.confirm is not None and space.confirm.judge_seeds >= 2, path.name  # the answer has an interval
         # ASHA may stop a trial only after grace_evals evaluations
         assert space.scheduler["name"] == "fifo" or space.scheduler["grace_evals"] >= 2, path.name
 

@@ -3,7 +3,12 @@ import math
 
 import pytest
 
-from raycse.stats import paired_interval, pooled_std, summarise
+from raycse.stats import mean_interval, pooled_std, summarise
+
+
+def paired_interval(a, b):
+    """winner - published as the decision computes it: the interval of the paired differences."""
+    return mean_interval([x - y for x, y in zip(a, b, strict=True)])
 
 
 def test_summarise_gives_the_sample_std():
@@ -53,6 +58,7 @@ def test_pooled_std_weights_groups_by_their_degrees_of_freedom():
     assert pooled_std([[1.0], [2.0]]) is None
 
 
-def test_mismatched_pairs_are_refused():
-    with pytest.raises(ValueError):
-        paired_interval([1.0, 2.0], [1.0])
+def test_an_interval_has_n_and_df():
+    interval = paired_interval([81.0, 82.0, 83.0], [80.0, 80.0, 80.0])
+    assert (interval.n, interval.df) == (3, 2)
+    assert paired_interval([82.0], [81.0]).df is None

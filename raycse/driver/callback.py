@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ray import tune
 
+from raycse.driver import progress
 from raycse.driver.state import say
 from raycse.records import (
     BEST_OBJECTIVE,
@@ -38,6 +39,7 @@ from raycse.records import (
     STEP,
     STEPS_TAG,
     STOPPED,
+    TOTAL_STEPS,
     TRAIN_LOSS,
     TRIAL_TAG,
     TRIAL_TIMING_KEYS,
@@ -88,6 +90,7 @@ class MlflowSearchCallback(tune.Callback):
         return run_id
 
     def on_trial_start(self, iteration, trials, trial, **info):
+        progress.trials_seen(trials, started=trial.trial_id)
         run_id = self._run(trial)
         if self.tracker.run(run_id).info.status == "FINISHED":
             return  # recorded already: the trial only replays its result (raycse.driver.trial.replayed_result)
@@ -100,6 +103,9 @@ class MlflowSearchCallback(tune.Callback):
     def on_trial_result(self, iteration, trials, trial, result, **info):
         if result.get(REPLAYED):
             return
+        if not result.get(FINAL):
+            progress.trial_reported(trial.trial_id, result.get(STEP), result.get(TOTAL_STEPS),
+                                    result.get(BEST_OBJECTIVE))
         run_id = self._run(trial)
         if result.get(FINAL):
             if result.get(DIVERGED_KEY):
@@ -116,6 +122,7 @@ class MlflowSearchCallback(tune.Callback):
                  f"{result.get(SENTENCES_PER_S, 0):8.1f} sentences/s")
 
     def on_trial_complete(self, iteration, trials, trial, **info):
+        progress.trials_seen(trials, ended=trial.trial_id)
         run_id = self._run(trial)
         last = trial.last_result or {}
         if last.get(REPLAYED):
@@ -132,6 +139,7 @@ class MlflowSearchCallback(tune.Callback):
         self.log(f"trial {trial.trial_id}  {status}: best objective {last.get(BEST_OBJECTIVE, math.nan):.2f}")
 
     def on_trial_error(self, iteration, trials, trial, **info):
+        progress.trials_seen(trials, ended=trial.trial_id)
         run_id = self._run(trial)
         error = trial_error(trial)  # divergence never lands here: it ends a trial normally
         self.log(f"trial {trial.trial_id}  failed: {error}")

@@ -1,11 +1,12 @@
-"""The typed records a search produces: its trials, the untouched model's score, the confirmed configurations and
-the outcome that the command line prints, the summary file holds and the Python API returns."""
+"""The typed records a search produces: its trials, the untouched model's scores, and the outcome that the command
+line prints, the summary file holds and the Python API returns."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from raycse import stats
+from raycse.driver.decision import Decision
+from raycse.driver.ranking import Ranked
 
 
 @dataclass
@@ -27,63 +28,37 @@ class TrialRecord:
     timings: dict[str, float] = field(default_factory=dict)
     ended_at: float = 0.0  # the wall-clock time (time.time()) of the trial's last result
     optuna_number: int | None = None  # the trial's number in the persistent Optuna study (search stage only)
+    curve: list[tuple[int, float]] = field(default_factory=list)  # (step, objective) of every evaluation
+    started_at: float = 0.0  # the wall-clock time (time.time()) of the trial's first result less its own time
 
 
 @dataclass
 class Baseline:
-    """The untouched model's objective with each evaluation pooler the trials use; `eval_pooler` is the headline."""
+    """The untouched model: its objective with each evaluation pooler the trials use (`eval_pooler` the headline)
+    and, unless the test tasks are off, its seven test tasks with that pooler (one evaluation: no seed)."""
 
     objective: float
     eval_pooler: str
     by_pooler: dict[str, dict[str, float]]
+    test: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> Baseline:
-        return cls(objective=values["objective"], eval_pooler=values["eval_pooler"], by_pooler=values["by_pooler"])
-
-
-@dataclass
-class PlannedConfig:
-    """One configuration of the confirmation plan: which seeds it is judged on, and which of them still need a run
-    (the plan is kept on the parent run, so a resumed search continues the same plan)."""
-
-    config_key: str
-    sampled: dict[str, Any]  # as the search algorithm samples it (see SearchSpace.sampled_of)
-    search_rank: int | None  # its rank among the search's configurations (None: the published point, unranked)
-    is_published: bool
-    seeds: list[int]
-    seeds_to_run: list[int]
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> PlannedConfig:
-        return cls(**values)
-
-
-@dataclass
-class ConfirmedConfig:
-    """A configuration of the confirmation stage: its best objective at every seed, and how it compares."""
-
-    config_key: str
-    family: str
-    params: dict[str, Any]
-    is_published: bool
-    search_rank: int | None
-    seeds: list[int]
-    values: list[float]
-    runs: list[TrialRecord]
-    summary: stats.Summary | None
-    diff_to_published: stats.PairedInterval | None = None
+        return cls(objective=values["objective"], eval_pooler=values["eval_pooler"], by_pooler=values["by_pooler"],
+                   test=values.get("test") or {})
 
 
 @dataclass
 class SearchOutcome:
-    """What a search answers: the records above, the verdict, and where the answer was written."""
+    """What a search answers: its trials, the decision (raycse/driver/decision.py) and where it was recorded.
+
+    `configurations` maps every configuration key the answer names (the ranked ones, the published point) to its
+    loss family and parameters. `decision` is None when no confirmation stage ran (--no-confirm): then the answer
+    is the search stage's first-ranked configuration, from one seed, and nothing judges it.
+    """
 
     experiment: str
     name: str
@@ -92,12 +67,22 @@ class SearchOutcome:
     objective: str
     baseline: Baseline
     trials: list[TrialRecord]
-    confirmation: list[ConfirmedConfig]
-    winner: ConfirmedConfig | None
+    ranking: list[Ranked]
+    winner_key: str | None
+    published_key: str | None
+    configurations: dict[str, dict[str, Any]]
+    decision: Decision | None
     verdict: str
-    winner_test: dict[str, stats.Summary]
-    seed_noise_std: float | None
     timings: dict[str, float]
-    best_checkpoint: str | None = None
+    registered_run: TrialRecord | None = None  # the run whose checkpoint was registered (see RecordStage)
     model_version: str | None = None
     summary: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def winner(self) -> dict[str, Any] | None:
+        """The winner's family and parameters."""
+        return self.configurations.get(self.winner_key) if self.winner_key else None
+
+    @property
+    def best_checkpoint(self) -> str | None:
+        return self.registered_run.checkpoint if self.registered_run else None

@@ -44,8 +44,11 @@ def search_plan(space: SearchSpace, options, budget: str) -> SearchSpace:
         changes["scheduler"] = {**changes.get("scheduler", plan.scheduler), "grace_evals": options.grace_evals}
     if not options.confirm:
         changes["confirm"] = None
-    elif options.confirm_seeds is not None:
-        changes["confirm"] = dataclasses.replace(plan.confirm or Confirm(), seeds=options.confirm_seeds)
+    else:
+        seeds = {name: getattr(options, name) for name in ("choose_seeds", "judge_seeds")
+                 if getattr(options, name) is not None}
+        if seeds:
+            changes["confirm"] = dataclasses.replace(plan.confirm or Confirm(), **seeds)
     return dataclasses.replace(plan, **changes)
 
 

@@ -4,10 +4,11 @@
     baseline   the untouched model's objective, scored as a Ray task beside the first trials
     tokenize   the training data tokenised once for every trial
     stage0     DCLR only, when no complementary model is given: the SimCSE model DCLR trials use
-    search     Tune trials sampled by Optuna's TPE (the published point first), early-stopped by ASHA
-    confirm    the top-K configurations and the published point retrained over seeds; the answer
-    test       the winner's checkpoints scored on the seven STS test tasks
-    record     the summary, MLflow, the registered model
+    search     Tune trials sampled by Optuna (the published point first), early-stopped by ASHA: they rank
+    choose     the top-K configurations on fresh seeds: the best mean there is the winner
+    judge      the winner and the published point on further fresh seeds, which alone judge them
+    test       judging checkpoints still without test figures scored on the seven STS test tasks
+    record     the decision (raycse/driver/decision.py), the summary, MLflow, the registered model
     report     the report page
 
 Every trial is a Tune trial (raycse.driver.trial.run_trial) recorded as an MLflow child run by a Tune callback in
@@ -17,11 +18,13 @@ TrainConfig.
 """
 from __future__ import annotations
 
+from raycse.driver import progress
 from raycse.driver.outcome import SearchOutcome
 from raycse.driver.preflight import check_search
 from raycse.driver.stages.base import Stage
 from raycse.driver.stages.baseline import BaselineStage
-from raycse.driver.stages.confirm import ConfirmStage
+from raycse.driver.stages.choose import ChooseStage
+from raycse.driver.stages.judge import JudgeStage
 from raycse.driver.stages.record import RecordStage
 from raycse.driver.stages.report import ReportStage
 from raycse.driver.stages.search import SearchStage
@@ -34,8 +37,8 @@ from raycse.driver.summary import SUMMARY_FILE
 from raycse.space import SearchSpace
 from raycse.tracking import Tracker
 
-STAGES: tuple[Stage, ...] = (SetupStage(), BaselineStage(), TokenizeStage(), Stage0(), SearchStage(), ConfirmStage(),
-                             TestTasksStage(), RecordStage(), ReportStage())
+STAGES: tuple[Stage, ...] = (SetupStage(), BaselineStage(), TokenizeStage(), Stage0(), SearchStage(), ChooseStage(),
+                             JudgeStage(), TestTasksStage(), RecordStage(), ReportStage())
 
 
 def check_order(stages: tuple[Stage, ...]) -> None:
@@ -55,10 +58,12 @@ def run_search(space: SearchSpace, options: SearchOptions, log=say) -> SearchOut
     check_search(space, options)
     state = SearchState(space=space, options=options, log=log)
     state.clock = PhaseClock(options.started_at)
-    for stage in STAGES:
-        if stage.applies(state):
-            with state.clock.phase(stage.name):
-                stage.run(state)
+    with progress.shown(options.started_at) as status:  # a status line on a terminal, plain lines elsewhere
+        for stage in STAGES:
+            if stage.applies(state):
+                status.stage(stage.name)
+                with state.clock.phase(stage.name):
+                    stage.run(state)
     state.outcome.timings = state.outcome.summary["timings"] = state.timings()
     return state.outcome
 

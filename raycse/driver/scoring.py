@@ -5,17 +5,23 @@ from __future__ import annotations
 import contextlib
 
 from raycse.config import TrainConfig
-from raycse.records import FINAL_KEYS
+from raycse.records import FINAL_KEYS, TEST_KEYS
 
 
-def score_untouched(base: TrainConfig, poolers: list[str]) -> dict[str, dict[str, float]]:
-    """The objective of the starting model, before any step, with each evaluation pooler."""
-    from raycse.evaluation import build_objective
+def score_untouched(base: TrainConfig, poolers: list[str], test_pooler: str | None) -> dict:
+    """The starting model, before any step: its objective with each evaluation pooler, and (unless test_pooler is
+    None) its seven test tasks with that pooler: {"by_pooler": {pooler: scores}, "test": {task: figure}}."""
+    from raycse.evaluation import build_objective, evaluate_encoder
     from raycse.model import Encoder, encode_fn, pick_device
 
     objective = build_objective(base.objective, base.objective_columns)
     encoder = Encoder.from_pretrained(base.model, trust_remote_code=base.trust_remote_code).to(pick_device())
-    return {pooler: objective(encode_fn(encoder, pooler)) for pooler in poolers}
+    by_pooler = {pooler: objective(encode_fn(encoder, pooler)) for pooler in poolers}
+    test = {}
+    if test_pooler is not None:
+        figures = evaluate_encoder(encode_fn(encoder, test_pooler), tasks="sts")
+        test = {k: figures[k] for k in TEST_KEYS}
+    return {"by_pooler": by_pooler, "test": test}
 
 
 def score_checkpoint(path: str, eval_pooler: str) -> dict[str, float]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from ray import tune
 from ray.tune.search.optuna import OptunaSearch
 
-from raycse.records import RAY_TRIAL_ID
+from raycse.records import DIVERGED_KEY, FINAL, RAY_TRIAL_ID
 
 
 class TaggedOptunaSearch(OptunaSearch):
@@ -30,13 +30,21 @@ class TaggedOptunaSearch(OptunaSearch):
         return trial is not None and self._ot_study._storage.get_trial(trial._trial_id).state != TrialState.RUNNING
 
     def on_trial_result(self, trial_id: str, result: dict):
-        if not self._finished_in_study(trial_id):
+        # an evaluation is an intermediate value; a trial's final report (its best) is told on completion instead
+        if not self._finished_in_study(trial_id) and not result.get(FINAL):
             super().on_trial_result(trial_id, result)
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False):
+        """What the study learns from a trial means the same for every trial: a finished trial is COMPLETE with
+        its best objective; one ASHA stopped is PRUNED (TPE ranks it by its last intermediate value and step); a
+        diverged one FAILED, never a made-up worst objective."""
         if self._finished_in_study(trial_id):
             self._completed_trials.add(trial_id)
             return
+        if result and result.get(DIVERGED_KEY):
+            result, error = None, True
+        elif result and not result.get(FINAL):
+            result = None  # no value and no error: Ray's OptunaSearch tells it PRUNED
         super().on_trial_complete(trial_id, result, error)
 
 

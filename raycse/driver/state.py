@@ -12,11 +12,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from raycse.driver.outcome import Baseline, ConfirmedConfig, PlannedConfig, SearchOutcome, TrialRecord
+from raycse.driver.outcome import Baseline, SearchOutcome, TrialRecord
+from raycse.driver.ranking import Ranked
 from raycse.space import SearchSpace
 
 if TYPE_CHECKING:
-    from raycse.stats import Summary
     from raycse.tracking import Tracker
 
 
@@ -36,8 +36,9 @@ class SearchOptions:
     max_concurrent: int | None = None
     seed: int | None = None
     budget: str = "auto"  # auto | cpu | full
-    confirm_seeds: int | None = None  # overrides the space's search.confirm.seeds
-    confirm: bool = True  # False: no confirmation stage (--no-confirm)
+    choose_seeds: int | None = None  # override the space's search.confirm.choose_seeds
+    judge_seeds: int | None = None  # ... and judge_seeds
+    confirm: bool = True  # False: no choosing and judging (--no-confirm): the search stage's best, unjudged
     optuna_storage: str | None = None
     started_at: float = field(default_factory=time.perf_counter)  # the command's start: time_total_s runs from it
     # How the search stage samples (benchmarks/search_quality.py compares them): "tpe" (Optuna's TPE, the
@@ -83,8 +84,8 @@ class PendingBaseline:
         import ray
 
         scores = ray.get(self.reference)
-        return Baseline(objective=scores[self.eval_pooler]["objective"], eval_pooler=self.eval_pooler,
-                        by_pooler=scores)
+        return Baseline(objective=scores["by_pooler"][self.eval_pooler]["objective"], eval_pooler=self.eval_pooler,
+                        by_pooler=scores["by_pooler"], test=scores["test"])
 
 
 @dataclass
@@ -110,11 +111,10 @@ class SearchState:
     baseline: Baseline | PendingBaseline | None = None
     shared_tokens: Any = None  # the training data's token ids (raycse.tokens), or None: trials tokenise
     searched: list[TrialRecord] | None = None
-    confirm_plan: list[PlannedConfig] | None = None
-    confirmed_runs: list[TrialRecord] | None = None
-    confirmation: list[ConfirmedConfig] | None = None
-    winner: ConfirmedConfig | None = None
-    winner_test: dict[str, Summary] | None = None
+    ranking: list[Ranked] | None = None  # the search stage's top_k configurations, on a common footing
+    choose_runs: list[TrialRecord] | None = None  # the choosing block's runs (none when top_k is 1)
+    winner_key: str | None = None
+    judge_runs: list[TrialRecord] | None = None  # the judging block's runs: the winner and the published point
     outcome: SearchOutcome | None = None
     clock: PhaseClock | None = None  # set by the conductor
 
@@ -122,7 +122,10 @@ class SearchState:
         """Where the time went so far: the phases, the trials' own seconds summed, and how busy the slots were."""
         from raycse.driver.plan import max_concurrent
         from raycse.records import (
+            CHOOSE,
             CONCURRENT_SLOTS,
+            JUDGE,
+            SEARCH,
             SLOT_UTILISATION,
             TOTAL_TIME,
             TRIAL_EVAL,
@@ -131,11 +134,11 @@ class SearchState:
             phase_key,
         )
 
-        trials = [*(self.searched or []), *(self.confirmed_runs or [])]
+        trials = [*(self.searched or []), *(self.choose_runs or []), *(self.judge_runs or [])]
         sums = {key: sum(t.timings.get(key, 0.0) for t in trials) for key in TRIAL_TIMING_KEYS}
         slots = max_concurrent(self.plan, self.cluster)
         phases = self.clock.seconds
-        busy_window = (phases.get(phase_key("search"), 0.0) + phases.get(phase_key("confirm"), 0.0)) * slots
+        busy_window = sum(phases.get(phase_key(stage), 0.0) for stage in (SEARCH, CHOOSE, JUDGE)) * slots
         # A resumed search's trial sums hold its earlier sessions' work too, its phases this session's only: capped
         busy = sums[TRIAL_TRAIN] + sums[TRIAL_EVAL]
         return {**phases, **sums, SLOT_UTILISATION: min(1.0, busy / busy_window) if busy_window else 0.0,

@@ -1,7 +1,6 @@
-"""`search_summary.json`: the one file every view of a search reads (the printed answer, `raycse report`, the page).
-
-Its fields are listed in docs/search_outputs.md. It is logged on the parent run; a report made later, on any
-machine that reaches the stores, reads it back from there.
+"""`search_summary.json`: the one file every view of a search reads (the printed answer, `raycse report`, the page,
+`raycse export`). Its fields are listed in docs/search_outputs.md. It is logged on the parent run; a report made
+later, on any machine that reaches the stores, reads it back from there.
 """
 from __future__ import annotations
 
@@ -9,56 +8,134 @@ import dataclasses
 import os
 from typing import Any
 
-from raycse import stats
+from raycse.driver.decision import BlockSummary, Decision
 from raycse.driver.outcome import SearchOutcome
 from raycse.space import SearchSpace
+from raycse.stats import Interval
 
 SUMMARY_FILE = "search_summary.json"
+REGISTERED_RULE = ("the winner's run on its first judging seed that finished (a fixed rule: no luckiest seed, no "
+                   "look at test figures)")
 
 
-def _summary(summary: stats.Summary | None) -> dict | None:
-    return None if summary is None else dataclasses.asdict(summary)
+def _interval(interval: Interval | None) -> dict | None:
+    return None if interval is None else dataclasses.asdict(interval)
+
+
+def _block(block: BlockSummary | None) -> dict | None:
+    if block is None:
+        return None
+    return {"seeds": list(block.seeds), "values": list(block.values), "planned": block.planned, "n": block.n,
+            "count_text": block.count_text, "short": block.short, "dev": _interval(block.dev),
+            "test": {task: _interval(i) for task, i in block.test.items()}}
 
 
 def search_summary(outcome: SearchOutcome, plan: SearchSpace, optuna_storage: str) -> dict[str, Any]:
     """The summary of a finished search, as JSON-ready data."""
     from raycse.evaluation import build_objective
+    from raycse.model_loading import model_name
 
-    def point(sampled: dict | None) -> dict | None:
-        return None if sampled is None else {"family": plan.family_of(sampled), "params": plan.params_of(sampled),
-                                             "config_key": plan.config_key(sampled)}
+    decision = outcome.decision
+    configs = outcome.configurations
 
-    winner = outcome.winner
-    paper_family = winner.family if winner else next(iter(plan.families))
-    family_paper = plan.paper.get(paper_family, {})
-    return {
+    def point(key: str | None) -> dict | None:
+        return None if key is None else {"config_key": key, **configs[key]}
+
+    winner_family = configs[outcome.winner_key]["family"] if outcome.winner_key else next(iter(plan.families))
+    summary = {
         "experiment": outcome.experiment, "space_file": os.path.basename(plan.path), "objective": plan.base.objective,
         "objective_description": build_objective(plan.base.objective, plan.base.objective_columns).description,
-        "budget": outcome.budget, "model": plan.base.model, "study_name": plan.experiment,
-        "optuna_storage": optuna_storage, "baseline": outcome.baseline.to_dict(),
-        "published": next((point(plan.sampled_of(c.family, c.params)) for c in outcome.confirmation
-                           if c.is_published), point(plan.published_sampled())),
-        "published_by_family": {name: point(plan.published_sampled(name)) for name in plan.families
+        "budget": outcome.budget, "model": model_name(plan.base.model),
+        "corpus": plan.base.sup_data or plan.base.corpus,
+        "study_name": plan.experiment, "optuna_storage": optuna_storage, "baseline": outcome.baseline.to_dict(),
+        "published": point(outcome.published_key),
+        "published_by_family": {name: point(plan.config_key(plan.published_sampled(name))) for name in plan.families
                                 if plan.families[name].published},
         "searched_params": {name: list(family.space) for name, family in plan.families.items()},
         "trials": [dataclasses.asdict(r) for r in outcome.trials],
-        "confirmation": [{
-            "config_key": c.config_key, "family": c.family, "params": c.params, "is_published": c.is_published,
-            "search_rank": c.search_rank, "seeds": c.seeds, "values": c.values,
-            **(_summary(c.summary) or {"mean": None, "std": None, "n": 0}),
-            "diff_to_published": None if c.diff_to_published is None else dataclasses.asdict(c.diff_to_published),
-        } for c in outcome.confirmation],
-        "winner": None if winner is None else {
-            "config_key": winner.config_key, "family": winner.family, "params": winner.params,
-            **_summary(winner.summary), "is_published": winner.is_published,
-            "distinguishable_from_published": bool(winner.diff_to_published
-                                                   and not winner.diff_to_published.covers_zero),
-            "beats_baseline": winner.summary.mean > outcome.baseline.objective,
-            "sentence": outcome.verdict},
-        "winner_test": {k: _summary(s) for k, s in outcome.winner_test.items()},
-        "paper": {"family": paper_family, "label": f"{paper_family} (paper, BERT-base, reported)",
-                  "figures": family_paper} if family_paper else None,
-        "seed_noise_std": outcome.seed_noise_std,
+        "ranking": [{**dataclasses.asdict(r), **configs[r.key]} for r in outcome.ranking],
+        "verdict": outcome.verdict,
+        "winner": None if outcome.winner_key is None else {**point(outcome.winner_key),
+                                                           **_winner(decision, outcome)},
+        "decision": None if decision is None else _decision(decision, configs),
+        "test_table": _test_table(outcome, plan) if decision is not None else None,
+        "paper": _paper(plan, winner_family),
+        "seed_noise_std": decision.seed_noise if decision else None,
         "best_checkpoint": outcome.best_checkpoint,
+        "registered": None if outcome.registered_run is None else {
+            "trial_id": outcome.registered_run.trial_id, "seed": outcome.registered_run.seed,
+            "rule": REGISTERED_RULE if decision else "the winner's search-stage run (no confirmation stage)"},
         "registered_model": {"name": outcome.experiment, "version": outcome.model_version},
     }
+    return summary
+
+
+def _winner(decision: Decision | None, outcome: SearchOutcome) -> dict:
+    """The winner's judged figures and the flags, exactly the bounds the verdict states."""
+    if decision is None:
+        return {"judged": False, "beats_published": False, "below_published": False, "beats_baseline": False,
+                "sentence": outcome.verdict}
+    judged = decision.config(outcome.winner_key).judge
+    dev = judged.dev if judged else None
+    return {"judged": True, "is_published": outcome.winner_key == outcome.published_key,
+            "mean": dev.mean if dev else None, "std": dev.std if dev else None, "n": dev.n if dev else 0,
+            "versus_published": _interval(decision.versus_published),
+            "beats_published": decision.beats_published, "below_published": decision.below_published,
+            "beats_baseline": decision.beats_baseline, "baseline_judged": decision.baseline_judged,
+            "sentence": outcome.verdict}
+
+
+def _decision(decision: Decision, configs: dict) -> dict:
+    plan, seeds = decision.plan, decision.seeds
+    return {
+        "method": {"budget": plan.budget, "top_k": plan.top_k, "choose_seeds": plan.choose_seeds if plan.has_choosing
+                   else 0, "judge_seeds": plan.judge_seeds, "seeds": dataclasses.asdict(seeds),
+                   "chosen_on": "dev", "judged_on": {"published point": "dev", "untouched model": "test"}},
+        "configs": [{"config_key": c.key, **configs.get(c.key, {}), "search_rank": c.search_rank,
+                     "is_published": c.is_published, "is_winner": c.is_winner, "choose": _block(c.choose),
+                     "judge": _block(c.judge)} for c in decision.configs],
+        "versus_published": _interval(decision.versus_published),
+        "versus_published_test": {task: _interval(i) for task, i in decision.versus_published_test.items()},
+        "winner_test": _interval(decision.winner_test),
+        "seed_noise": decision.seed_noise, "seed_noise_df": decision.seed_noise_df,
+        "detectable": decision.detectable, "detectable_n": decision.detectable_n,
+        "marks": list(decision.marks), "verdict": list(decision.verdict),
+    }
+
+
+def _test_table(outcome: SearchOutcome, plan: SearchSpace) -> dict:
+    """The answer's test table: the untouched model, the published point and the winner on the seven tasks and their
+    average, the same model and data, each row naming them; then winner - published, paired by seed."""
+    from raycse.model_loading import model_name
+
+    decision = outcome.decision
+    model, corpus = model_name(plan.base.model), plan.base.sup_data or plan.base.corpus
+    steps = max((r.steps for r in outcome.trials if r.stage == "judge"), default=0)
+    rows = [{"label": "untouched model", "model": model, "corpus": "-", "steps": 0, "n": 1,
+             "figures": {task: {"mean": value, "std": None, "n": 1} for task, value in outcome.baseline.test.items()}}]
+    for key, label in ((outcome.published_key, "published point"), (outcome.winner_key, "winner")):
+        summary = decision.config(key)
+        if summary is None or summary.judge is None or (label == "published point" and key == outcome.winner_key):
+            continue
+        rows.append({"label": label, "config_key": key, "model": model, "corpus": corpus, "steps": steps,
+                     "n": summary.judge.n, "figures": {task: _interval(i) for task, i in summary.judge.test.items()}})
+    return {"rows": rows, "seeds": "judging seeds " + "-".join(str(s) for s in (decision.seeds.judge[0],
+                                                                                decision.seeds.judge[-1])),
+            "winner_minus_published": {task: _interval(i) for task, i in decision.versus_published_test.items()}}
+
+
+def _paper(plan: SearchSpace, family: str) -> dict | None:
+    """The paper's reported row, with what it was measured on, and whether that is the search's model and data."""
+    from raycse.model_loading import model_name
+
+    row = plan.paper.get(family)
+    if not row or not row.get("figures"):
+        return None
+    model, corpus = model_name(plan.base.model), plan.base.sup_data or plan.base.corpus
+    comparable = row["model"] == model and row["corpus"] == corpus
+    caption = (f"Reported by the paper for {family}: {row['model']} trained on {row['corpus']}. "
+               + ("The same model and data as this search." if comparable else
+                  f"Not comparable with the rows above, which are {model} trained on {corpus}: another model "
+                  "and other data."))
+    return {"family": family, "model": row["model"], "corpus": row["corpus"], "figures": row["figures"],
+            "comparable": comparable, "caption": caption}

@@ -34,12 +34,14 @@ from raycse.records import (
     FINAL,
     FINAL_KEYS,
     FINISHED,
+    JUDGE,
     OBJECTIVE,
     REPLAYED,
     SENTENCES_PER_S,
     STATUS_TAG,
     STEP,
     STEPS_TAG,
+    TOTAL_STEPS,
     TRAIN_LOSS,
     TRIAL_CHECKPOINT,
     TRIAL_COMPILE,
@@ -69,8 +71,9 @@ def eval_metrics(report, extra_checkpoint_s: float = 0.0, worker_start_s: float 
     (cumulative over the trial; startup includes the worker's own start, checkpoint Tune's copy to storage)."""
     timings = report.timings
     return {
-        STEP: report.step, OBJECTIVE: report.objective, BEST_OBJECTIVE: report.best_objective,
-        BEST_STEP: report.best_step, TRAIN_LOSS: report.train_loss, SENTENCES_PER_S: report.sentences_per_s,
+        STEP: report.step, TOTAL_STEPS: report.total_steps, OBJECTIVE: report.objective,
+        BEST_OBJECTIVE: report.best_objective, BEST_STEP: report.best_step, TRAIN_LOSS: report.train_loss,
+        SENTENCES_PER_S: report.sentences_per_s,
         **report.dev_scores, **{loss_stat(name): value for name, value in report.loss_stats.items()},
         TRIAL_STARTUP: worker_start_s + timings.startup_s, TRIAL_COMPILE: timings.compile_s,
         TRIAL_TRAIN: timings.train_s, TRIAL_EVAL: timings.eval_s,
@@ -176,10 +179,14 @@ def replayed_result(context: TrialContext, trial_id: str) -> dict | None:
 
 # ------------------------------------------------------------------------------------ the trainable
 def trial_config(space: SearchSpace, spec: TrialSpec, output_dir: str) -> TrainConfig:
+    """The trial's TrainConfig. Its best checkpoint is scored on the test tasks at the end when the space asks it
+    of every trial (test_eval: all), and for every judging run unless the test tasks are off (the answer's test
+    table is made of them)."""
     config = space.trial_config(spec.sampled, spec.seed)
+    test_eval = space.test_eval == "all" or (spec.stage == JUDGE and space.test_eval != "none")
     return dataclasses.replace(config, workers=space.resources.workers,
-                               gpus_per_worker=space.resources.gpus_per_worker,
-                               test_eval=space.test_eval == "all", output_dir=output_dir)
+                               gpus_per_worker=space.resources.gpus_per_worker, test_eval=test_eval,
+                               output_dir=output_dir)
 
 
 _previous_trial_end: float | None = None  # when this worker process last finished a trial (Tune reuses actors)

@@ -10,6 +10,7 @@ import dataclasses
 import math
 
 from raycse.driver import plan as planning
+from raycse.driver import progress
 from raycse.driver.outcome import TrialRecord
 from raycse.driver.state import SearchState
 from raycse.driver.trial import TrialContext, run_trial
@@ -24,6 +25,7 @@ from raycse.records import (
     FINAL,
     FINISHED,
     OBJECTIVE,
+    REPLAYED,
     SEARCH,
     STAGE_TAG,
     STEP,
@@ -104,6 +106,7 @@ def fit(state: SearchState, plan: SearchSpace, stage: str, experiment) -> list[T
 def run_fixed(state: SearchState, plan: SearchSpace, stage: str, specs: list[TrialSpec]) -> list[TrialRecord]:
     """Train exactly these trials as the stage's Tune experiment (restored when it exists)."""
     tune_config, param_space = fixed_trials(state, plan, specs)
+    progress.plan_trials(len(specs), DevObjective.mode)
     return fit(state, plan, stage, tuner(state, plan, stage, tune_config, param_space))
 
 
@@ -128,8 +131,20 @@ def trial_records(grid, plan: SearchSpace) -> list[TrialRecord]:
             status=status, checkpoint=best_dir(result),
             test={k: metrics[k] for k in TEST_KEYS if k in metrics},
             timings={k: float(metrics.get(k, 0.0)) for k in TRIAL_TIMING_KEYS},
-            ended_at=float(metrics.get("timestamp", 0.0))))
+            ended_at=float(metrics.get("timestamp", 0.0)), curve=dev_curve(result)))
     return sorted(records, key=lambda r: r.trial_id)
+
+
+def dev_curve(result) -> list[tuple[int, float]]:
+    """(step, objective) of every evaluation a trial reported (its final and replayed reports left out)."""
+    frame = result.metrics_dataframe
+    if frame is None or OBJECTIVE not in frame or STEP not in frame:
+        return []
+    for flag in (FINAL, REPLAYED):
+        if flag in frame:
+            frame = frame[frame[flag].isna() | (frame[flag] != 1)]
+    return [(int(step), float(value)) for step, value in zip(frame[STEP], frame[OBJECTIVE])
+            if isinstance(value, (int, float)) and math.isfinite(value)]
 
 
 def best_dir(result) -> str | None:

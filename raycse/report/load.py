@@ -1,7 +1,8 @@
 """Reading a search back: its summary, its trials' rows and its Optuna study, through the Tracker.
 
 Everything comes from what `raycse search` recorded: the experiment's latest parent run (tag `raycse.search`) and
-its `search_summary.json` artifact, its child runs (the step-indexed metric `objective`), and the search's own
+its `search_summary.json` artifact, its child runs (the step-indexed metric `objective`: the search table's best
+values and steps, and the dev curves of every stage), and the search's own
 Optuna study, loaded from the storage the summary names - never rebuilt from MLflow parameters, so conditional
 spaces, log scales and the loss family are exactly as the search declared them. A report can be made at any time
 after a search, on any machine that reaches both stores. Reading never creates a store.
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import json
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,21 +48,42 @@ class SearchRecord:
     study: optuna.Study
     optuna_storage: str
     rows: list[TrialRow]
+    curves: list[DevCurve] = field(default_factory=list)
+
+
+@dataclass
+class DevCurve:
+    """One child run's objective at each evaluation, with what a reader hovering it wants to know."""
+
+    trial_id: str
+    stage: str  # stage0 | search | confirm
+    family: str
+    params: dict[str, Any]  # the searched parameters of its family
+    seed: int | None
+    status: str
+    points: list[tuple[int, float]]  # (training step, objective)
+    optuna_number: int | None = None  # search stage only
 
 
 def load_search(tracking_uri: str, experiment: str, optuna_storage: str | None = None) -> SearchRecord:
     """The experiment's latest search: its summary, its child runs' table and its Optuna study."""
     tracker = Tracker.existing(tracking_uri, experiment)
-    parent_run_id = _latest_parent_run(tracker)
-    summary = _read_summary(tracker, parent_run_id)
+    parent_run_id, summary = latest_summary(tracker)
     storage = optuna_storage or summary["optuna_storage"]
     study = load_study(summary["study_name"], storage)
-    rows = search_rows_from_runs(tracker, parent_run_id, summary)
+    rows, curves = trials_from_runs(tracker, parent_run_id, summary)
     numbers = {t.user_attrs[RAY_TRIAL_ID]: t.number for t in study.trials if RAY_TRIAL_ID in t.user_attrs}
-    for row in rows:
-        row.optuna_number = numbers.get(row.trial_id)
+    for trial in [*rows, *(curve for curve in curves if curve.stage == SEARCH)]:
+        trial.optuna_number = numbers.get(trial.trial_id)
     return SearchRecord(experiment=experiment, parent_run_id=parent_run_id, summary=summary, study=study,
-                        optuna_storage=storage, rows=rows)
+                        optuna_storage=storage, rows=rows, curves=curves)
+
+
+def latest_summary(tracker: Tracker) -> tuple[str, dict]:
+    """The experiment's latest search: its parent run's id and its search_summary.json (`raycse report`,
+    `raycse export`)."""
+    parent_run_id = _latest_parent_run(tracker)
+    return parent_run_id, _read_summary(tracker, parent_run_id)
 
 
 def _latest_parent_run(tracker: Tracker) -> str:
@@ -102,29 +124,36 @@ def load_study(study_name: str, storage: str) -> optuna.Study:
         raise ConfigError(f"cannot open Optuna storage {storage}: {first_line(err)}") from None
 
 
-def search_rows_from_runs(tracker: Tracker, parent_run_id: str, summary: dict) -> list[TrialRow]:
-    """The search table from the child runs: best value and best step straight from each `objective` history."""
+def trials_from_runs(tracker: Tracker, parent_run_id: str, summary: dict) -> tuple[list[TrialRow], list[DevCurve]]:
+    """The search table (best value and best step straight from each search run's `objective` history) and the
+    dev curves of every child run that logged one."""
     searched = summary.get("searched_params") or {}
     published_key = (summary.get("published") or {}).get("config_key")
-    rows = []
-    for run in tracker.child_runs(parent_run_id, f"tags.`{STAGE_TAG}` = '{SEARCH}'"):
+    rows, curves = [], []
+    for run in tracker.child_runs(parent_run_id):
         tags, params, metrics = run.data.tags, run.data.params, run.data.metrics
         history = tracker.metric_history(run.info.run_id, OBJECTIVE)
+        family = params.get("loss_family", "-")
+        trial_id, status = tags.get(TRIAL_TAG, run.info.run_name), tags.get(STATUS_TAG, run.info.status.lower())
+        seed = int(tags[SEED_TAG]) if tags.get(SEED_TAG, "").isdigit() else None
+        values = {name: _param_value(params[name]) for name in searched.get(family, []) if name in params}
+        if history:
+            curves.append(DevCurve(trial_id=trial_id, stage=tags.get(STAGE_TAG, "-"), family=family, params=values,
+                                   seed=seed, status=status, points=history))
+        if tags.get(STAGE_TAG) != SEARCH:
+            continue
         best = best_of_history(history)
         if best is not None:
             best_objective, best_step = best
         else:  # a run that logged only its summary metrics
             best_objective = metrics.get(BEST_OBJECTIVE)
             best_step = int(metrics[BEST_STEP]) if BEST_STEP in metrics else None
-        family = params.get("loss_family", "-")
         rows.append(TrialRow(
-            trial_id=tags.get(TRIAL_TAG, run.info.run_name), family=family,
-            params={name: _param_value(params[name]) for name in searched.get(family, []) if name in params},
-            best_objective=best_objective, best_step=best_step, last_step=history[-1][0] if history else None,
-            status=tags.get(STATUS_TAG, run.info.status.lower()),
-            seed=int(tags[SEED_TAG]) if tags.get(SEED_TAG, "").isdigit() else None,
+            trial_id=trial_id, family=family, params=values, best_objective=best_objective, best_step=best_step,
+            last_step=history[-1][0] if history else None, status=status, seed=seed,
             is_published=published_key is not None and tags.get(CONFIG_KEY_TAG) == published_key))
-    return rows
+    curves.sort(key=lambda c: ({"stage0": 0, SEARCH: 1}.get(c.stage, 2), c.trial_id))
+    return rows, curves
 
 
 def _param_value(text: str) -> Any:

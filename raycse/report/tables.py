@@ -23,6 +23,7 @@ from raycse.records import (
     phase_of,
     trial_timing_label,
 )
+from raycse.stats import Interval, format_interval, format_std
 
 MIN_TRIALS_FOR_IMPORTANCE = 10
 NOISE_SPREAD_FACTOR = 2.0
@@ -48,36 +49,12 @@ def fmt_params(params: dict[str, Any]) -> str:
     return ", ".join(f"{name}={fmt(value)}" for name, value in params.items())
 
 
-def mean_std(mean: float | None, std: float | None) -> str:
-    # the spread as the papers print it: two decimals, like the STS figures it qualifies
-    return score(mean) if std is None or mean is None else f"{score(mean)} ± {std:.2f}"
-
-
 def table(headers: list[str], rows: list[list[Any]]) -> str:
     """A plain-text table, right-aligned, floats at 4 significant digits."""
     cells = [[v if isinstance(v, str) else fmt(v) for v in row] for row in rows]
     widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
     line = lambda values: "  ".join(v.rjust(w) for v, w in zip(values, widths))  # noqa: E731
     return "\n".join([line(headers), line(["-" * w for w in widths])] + [line(r) for r in cells])
-
-
-def sts_table_rows(rows: dict[str, dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
-    """Rows like the papers' Table 2: the seven STS tasks and their average, 2 decimals.
-
-    A figure is a number or a {"mean", "std"} dict (std may be missing or null): the latter prints as mean ± std.
-    """
-    def cell(figure: Any) -> str:
-        if isinstance(figure, dict):
-            mean, std = figure.get("mean"), figure.get("std")
-            return "-" if mean is None else f"{mean:.2f}" if std is None else f"{mean:.2f} ± {std:.2f}"
-        return "-" if figure is None else f"{float(figure):.2f}"
-
-    headers = [""] + [label for _, label in TEST_COLUMNS]
-    return headers, [[name] + [cell(figures.get(key)) for key, _ in TEST_COLUMNS] for name, figures in rows.items()]
-
-
-def test_row_table(rows: dict[str, dict[str, Any]]) -> str:
-    return table(*sts_table_rows(rows))
 
 
 # ------------------------------------------------------------------------------------------ the tables
@@ -131,53 +108,106 @@ def search_table_rows(rows: list[TrialRow], searched_params: dict[str, list[str]
     return headers, cells
 
 
-def confirmation_table_rows(summary: dict) -> tuple[list[str], list[list[Any]]]:
-    """The confirmation stage: each configuration re-run over seeds, and its paired difference to the published
-    point."""
-    headers = ["search rank", "loss", "parameters", "n", "seeds", "mean ± std", "diff to published", "95% interval"]
+def _spread(interval: dict | None) -> str:
+    """`mean ± std (n)`, the std to one significant digit below 3 values (its own error is about as large)."""
+    if not interval:
+        return "-"
+    std = interval.get("std")
+    return f"{interval['mean']:.2f}" + (f" ± {format_std(std, interval['n'])}" if std is not None else "") \
+        + f" (n = {interval['n']})"
+
+
+def _difference(interval: dict | None) -> str:
+    """A paired difference with its interval, n and df (stats.format_interval)."""
+    if not interval:
+        return "-"
+    return format_interval(Interval(**interval))
+
+
+def choosing_table_rows(summary: dict) -> tuple[list[str], list[list[Any]]]:
+    """The choosing block: each of the top-K configurations on the same fresh seeds; the best mean is the winner."""
+    headers = ["search rank", "loss", "parameters", "seeds", "dev mean ± std (n)", "of planned", ""]
     cells = []
-    for c in summary.get("confirmation") or []:
-        diff = c.get("diff_to_published")
-        if c.get("is_published"):
-            diff_cell, interval = "(published point)", ""
-        elif diff is None:
-            diff_cell, interval = "-", ""
-        else:
-            # differences of STS figures, in the figures' own unit: two decimals, signed
-            diff_cell = f"{diff['mean']:+.2f}" + (f" ± {diff['std']:.2f}" if diff.get("std") is not None else "")
-            interval = "-" if diff.get("low") is None else f"[{diff['low']:+.2f}, {diff['high']:+.2f}]"
-        cells.append([c.get("search_rank"), c.get("family", "-"), fmt_params(c.get("params") or {}), c.get("n"),
-                      ", ".join(str(s) for s in c.get("seeds") or []), mean_std(c.get("mean"), c.get("std")),
-                      diff_cell, interval])
+    for c in (summary.get("decision") or {}).get("configs") or []:
+        block = c.get("choose")
+        if not block:
+            continue
+        seeds = block["seeds"]
+        cells.append([c.get("search_rank"), c.get("family", "-"), fmt_params(c.get("params") or {}),
+                      f"{seeds[0]}-{seeds[-1]}" if seeds else "-", _spread(block.get("dev")), block["count_text"],
+                      "winner" if c.get("is_winner") else ""])
     return headers, cells
 
 
-def winner_test_rows(summary: dict) -> dict[str, dict[str, Any]]:
-    """The winner's seven test tasks (mean ± std over its seeds) beside the paper's row."""
-    rows: dict[str, dict[str, Any]] = {}
-    winner, figures = summary.get("winner") or {}, summary.get("winner_test") or {}
-    if figures:
-        n = max((f.get("n") or 0 for f in figures.values()), default=0)
-        rows[f"raycse winner ({winner.get('family', '?')}, {n} seed{'s' if n != 1 else ''})"] = figures
-    paper = summary.get("paper") or {}
-    if paper.get("figures"):
-        rows[paper.get("label") or f"paper ({paper.get('family', '?')})"] = paper["figures"]
-    return rows
+def judging_table_rows(summary: dict) -> tuple[list[str], list[list[Any]]]:
+    """The judging block: the winner and the published point on further fresh seeds, paired by seed."""
+    decision = summary.get("decision") or {}
+    headers = ["", "loss", "parameters", "seeds", "dev mean ± std (n)", "of planned", "winner - published (dev)"]
+    cells = []
+    for c in decision.get("configs") or []:
+        block = c.get("judge")
+        if not block or not (c.get("is_winner") or c.get("is_published")):
+            continue
+        role = " and ".join(name for name, flag in (("winner", c.get("is_winner")),
+                                                     ("published point", c.get("is_published"))) if flag)
+        seeds = block["seeds"]
+        diff = _difference(decision.get("versus_published")) if c.get("is_winner") and not c.get("is_published") \
+            else ""
+        cells.append([role, c.get("family", "-"), fmt_params(c.get("params") or {}),
+                      f"{seeds[0]}-{seeds[-1]}" if seeds else "-", _spread(block.get("dev")), block["count_text"],
+                      diff])
+    return headers, cells
+
+
+def test_table_rows(summary: dict) -> tuple[list[str], list[list[str]], list[str]]:
+    """The answer's test table: the untouched model, the published point and the winner (its judging seeds) on the
+    seven tasks and their average, each row naming model, corpus, steps and n; then winner - published paired by
+    seed. Returns (headers, rows, notes): the notes give the average's paired interval and the paper's row, which
+    is shown only under a caption naming its model and data."""
+    table_data = summary.get("test_table") or {}
+    headers = ["", *(label for _, label in TEST_COLUMNS)]
+    rows, notes = [], []
+    for row in table_data.get("rows") or []:
+        label = (f"{row['label']} ({row['model']}, {row['corpus']}, {row['steps']} steps, n = {row['n']})"
+                 if row["label"] != "untouched model" else f"untouched model ({row['model']}, one evaluation)")
+        rows.append([label] + [_cell(row["figures"].get(key)) for key, _ in TEST_COLUMNS])
+    difference = table_data.get("winner_minus_published") or {}
+    if difference:
+        rows.append(["winner - published (paired)"]
+                    + [f"{difference[key]['mean']:+.2f}" if difference.get(key) else "-" for key, _ in TEST_COLUMNS])
+        if difference.get("avg"):
+            notes.append(f"winner - published on the test average ({table_data.get('seeds')}): "
+                         f"{_difference(difference['avg'])}")
+    paper = summary.get("paper")
+    if paper and paper.get("figures"):
+        notes.append(paper["caption"] + " " + ", ".join(f"{label} {_cell(paper['figures'].get(key))}"
+                                                        for key, label in TEST_COLUMNS if key in paper["figures"]))
+    return headers, rows, notes
+
+
+def _cell(figure: Any) -> str:
+    if isinstance(figure, dict):
+        mean, std = figure.get("mean"), figure.get("std")
+        if mean is None:
+            return "-"
+        return f"{mean:.2f}" if std is None else f"{mean:.2f} ± {format_std(std, figure.get('n') or 3)}"
+    return "-" if figure is None else f"{float(figure):.2f}"
 
 
 def published_reference(summary: dict, rows: list[TrialRow]) -> tuple[float, str] | None:
-    """The published point's objective and where it comes from: its confirmed mean, else its search trial."""
-    for c in summary.get("confirmation") or []:
-        if c.get("is_published") and c.get("mean") is not None:
-            return c["mean"], f"mean of {c.get('n')} seeds"
+    """The published point's objective and where it comes from: its judging-seed mean, else its search trial."""
+    for c in (summary.get("decision") or {}).get("configs") or []:
+        dev = (c.get("judge") or {}).get("dev")
+        if c.get("is_published") and dev:
+            return dev["mean"], f"mean of {dev['n']} judging seeds"
     scored = [r for r in rows if r.is_published and r.best_objective is not None]
     if scored:
         return scored[0].best_objective, "its search trial, one seed"
     return None
 
 
-SEED_NOISE_UNKNOWN = ("the confirmation stage measured no seed noise (no configuration ran with 2 or more seeds), "
-                      "so whether the trials differ by more than noise is unknown")
+SEED_NOISE_UNKNOWN = ("the choosing and judging blocks measured no seed noise (no configuration ran with 2 or more "
+                      "valid seeds), so whether the trials differ by more than noise is unknown")
 
 
 def importance_warnings(objectives: list[float], seed_noise_std: float | None) -> list[str]:
@@ -199,7 +229,8 @@ def importance_warnings(objectives: list[float], seed_noise_std: float | None) -
 
 
 def format_search_summary(summary: dict, rows: list[TrialRow] | None = None) -> str:
-    """The text summary of a search: search table, confirmation, verdict, winner's test tasks beside the paper's row.
+    """The text summary of a search: the search table, the choosing and judging blocks, the verdict, and the test
+    table (the untouched model, the published point and the winner, same model and data).
 
     `rows` defaults to the trials listed in the summary; `raycse report` passes the rows read from MLflow.
     """
@@ -214,13 +245,16 @@ def format_search_summary(summary: dict, rows: list[TrialRow] | None = None) -> 
            f"Baseline (untouched model): {score(baseline)}",
            f"Published point: {published.get('family', '-')} {fmt_params(published.get('params') or {})}{scored_at}",
            "", table(*search_table_rows(rows, summary.get("searched_params") or {}))]
-    if summary.get("confirmation"):
-        out += ["", "Confirmation:", table(*confirmation_table_rows(summary))]
-    verdict = (summary.get("winner") or {}).get("sentence")
-    out += ["", f"Verdict: {verdict}" if verdict else "Verdict: no configuration was confirmed."]
-    test_rows = winner_test_rows(summary)
-    if test_rows:
-        out += ["", test_row_table(test_rows)]
+    headers, cells = choosing_table_rows(summary)
+    if cells:
+        out += ["", "Choosing (the top configurations on fresh seeds; the best mean wins):", table(headers, cells)]
+    headers, cells = judging_table_rows(summary)
+    if cells:
+        out += ["", "Judging (the winner and the published point on further fresh seeds):", table(headers, cells)]
+    out += ["", f"Verdict: {summary.get('verdict') or 'no configuration was found.'}"]
+    headers, cells, notes = test_table_rows(summary)
+    if cells:
+        out += ["", "Test tasks (Spearman x100; the judging seeds' mean ± std):", table(headers, cells), *notes]
     return "\n".join(out)
 
 

@@ -1,5 +1,6 @@
-"""Baseline: the untouched model scored with every evaluation pooler the trials use, as a Ray task with a trial's
-resources, so that it runs beside the search stage's first trials (the search stage waits for it at its end).
+"""Baseline: the untouched model scored with every evaluation pooler the trials use, and on the seven test tasks, as
+a Ray task with a trial's resources, so that it runs beside the search stage's first trials (the search stage waits
+for it at its end).
 
 Resume: the score is kept on the parent run (a tag) once known, and read back instead of scored again.
 """
@@ -33,7 +34,8 @@ class BaselineStage(Stage):
         headline = (plan.trial_config(published) if published else plan.base).poolers()[1]
         task = ray.remote(score_untouched).options(num_cpus=plan.resources.cpus_per_worker,
                                                   num_gpus=plan.resources.gpus_per_worker)
-        state.baseline = PendingBaseline(headline, task.remote(plan.base, evaluation_poolers(plan)))
+        test_pooler = headline if plan.test_eval != "none" else None  # the untouched model's row of the test table
+        state.baseline = PendingBaseline(headline, task.remote(plan.base, evaluation_poolers(plan), test_pooler))
 
 
 def evaluation_poolers(plan: SearchSpace) -> list[str]:

@@ -21,7 +21,7 @@ class ReportStage(Stage):
 
             state.tracker.log_dict(outcome.parent_run_id, outcome.summary, SUMMARY_FILE)
             report = write_report(state.tracker.tracking_uri, outcome.experiment, Path("report"), state.optuna_storage)
-            log_report(state.tracker, outcome.parent_run_id, report.html_path)
+            log_report(state.tracker, outcome.parent_run_id, report.html_path, report.images)
             outcome.summary["report"] = str(report.html_path)
         except Exception as err:  # noqa: BLE001 - a report is a view of the results, never a reason to lose them
             state.log(f"The report page could not be written: {type(err).__name__}: {err}")

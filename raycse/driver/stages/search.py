@@ -6,8 +6,10 @@ enqueues the published point into the persistent study); trials the study holds 
 """
 from __future__ import annotations
 
+import math
+
 from raycse.driver import plan as planning
-from raycse.driver import tune_runner
+from raycse.driver import progress, tune_runner
 from raycse.driver.stages.base import Stage
 from raycse.driver.state import SearchState
 from raycse.evaluation import DevObjective
@@ -44,6 +46,8 @@ class SearchStage(Stage):
                                                                                                    state.cluster))
 
         stopper = TotalStepsStopper(options.max_total_steps) if options.max_total_steps else None
+        grid_size = math.prod(len(values) for values in (options.grid or {}).values())
+        progress.plan_trials(grid_size if grid else plan.num_samples, DevObjective.mode)
         experiment = tune_runner.tuner(state, plan, SEARCH, tune_config, param_space, stopper=stopper)
         records = tune_runner.fit(state, plan, SEARCH, experiment)
         if not grid:  # so that the printed table names each trial as optuna-dashboard and the report do

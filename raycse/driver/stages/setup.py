@@ -41,11 +41,12 @@ class SetupStage(Stage):
         state.budget = options.budget if options.budget != "auto" else planning.auto_budget(state.cluster)
         plan = state.plan = planning.search_plan(space, options, state.budget)
         if state.budget == "cpu":
+            confirm = plan.confirm
             state.log(f"No GPU in the Ray cluster: using the CPU budget of {space.path} "
                       f"({plan.num_samples} trials, batch {plan.base.batch_size}, {plan.base.max_steps or 'all'} "
                       f"steps, the objective every {plan.base.eval_steps} steps"
-                      + (f"; confirmation: top {plan.confirm.top_k} + the published point, {plan.confirm.seeds} "
-                         "seeds)." if plan.confirm else ")."))
+                      + (f"; the winner and the published point judged on {confirm.judge_seeds} fresh seeds)."
+                         if confirm else ")."))
         state.optuna_storage = options.optuna_storage or planning.default_optuna_storage(options.tracking_uri)
         state.tracker = Tracker(options.tracking_uri, space.experiment)
         state.parent_run_id = _open_parent_run(state)
@@ -77,10 +78,10 @@ def _open_parent_run(state: SearchState) -> str:
     parent_run_id = tracker.start_run(state.name, tags={SEARCH_TAG: state.name, PATH_TAG: state.search_path,
                                                         BUDGET_TAG: state.budget})
     tracker.log_artifact(parent_run_id, plan.path)
-    confirm = plan.confirm or Confirm(top_k=0, seeds=1)
+    confirm = plan.confirm or Confirm(top_k=1, choose_seeds=0, judge_seeds=0)
     tracker.log_params(parent_run_id, {
         "space_file": os.path.basename(plan.path), "num_samples": plan.num_samples, "budget": state.budget,
         "seed": plan.seed, "scheduler": plan.scheduler["name"], "objective": plan.base.objective,
-        "confirm_top_k": confirm.top_k, "confirm_seeds": confirm.seeds, "optuna_storage": state.optuna_storage,
-        "study_name": plan.experiment})
+        "confirm_top_k": confirm.top_k, "choose_seeds": confirm.choose_seeds, "judge_seeds": confirm.judge_seeds,
+        "optuna_storage": state.optuna_storage, "study_name": plan.experiment})
     return parent_run_id

@@ -1,0 +1,402 @@
+"""The decision behind a search's answer: which configuration wins, and whether it beats what it is set against.
+
+A figure that chose something is never the figure that judges it. The best of several configurations, each
+scored on one seed, is the luckiest of them as much as the best; if its own figure is then counted in its
+mean, the answer is biased upwards and an interval quoted as if it had been the only comparison is too narrow
+(simulated on the full budget: +1.0 seed-std of bias, "beats the published point" 8.9% of the time at a
+nominal 2.5%; `benchmarks/selection_bias.py`). So a search's answer separates choosing from judging:
+
+    search stage   every trial trains with the base seed (42). Its figures only RANK configurations
+                   (`rank_for_confirmation`): finished trials first, by their best dev objective over the whole
+                   run; then, if fewer than top_k finished, the ASHA-stopped ones, by their best value up to the
+                   last rung step that every one of them reached, so that all are read at the same budget.
+                   Diverged and failed trials are never ranked.
+    choosing       when top_k > 1, the top_k configurations are trained on `choose_seeds` fresh seeds
+                   (base + 1, ...); the winner is the best mean over its valid seeds there (`choose_winner`).
+                   When top_k == 1 there is no choosing block: the search stage chose the winner.
+    judging        the winner and the published point (the COMPARATOR, a candidate only if it ranked among the
+                   top_k itself) are trained on `judge_seeds` further fresh seeds. Only these seeds judge:
+                   - winner - published on DEV, the mean of paired differences over the seeds both have valid,
+                     with its 95% Student-t interval: "beats" iff the interval's low end > 0, "falls below" iff
+                     its high end < 0. Both sides went through the same pick-the-best-checkpoint-on-dev
+                     procedure on fresh seeds, so the comparison is like with like.
+                   - the winner against the untouched model on TEST (the seven-task average): a trained run's dev
+                     figure is a maximum over its curve, the untouched model's one evaluation, so dev would favour
+                     training even when it does nothing. The winner's one-sample 95% interval of its test mean
+                     beats the untouched model iff its low end clears the untouched model's figure. No test
+                     figures: not judged, and the verdict says so.
+
+Diverged and failed seeds never enter a mean: they are counted (`n = 4 of 5, 1 diverged`), and a configuration
+with fewer valid seeds than planned is marked. The seed noise of the search (the within-configuration std
+pooled over every choosing and judging group of two or more valid values) is reported with its degrees of
+freedom, and with it the smallest difference the judging stage could detect (see `smallest_detectable`).
+
+`decide` is the one function every view of an answer calls (the printed answer, the parent run, the summary,
+the report page): seed-level scores in, winner, intervals, flags and verdict out. It recomputes the winner from
+the choosing block's figures itself, so that nothing else has to be trusted to have chosen it. Pure: no Ray,
+MLflow, torch or I/O.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from raycse import stats
+from raycse.driver.verdict import verdict_sentences
+from raycse.records import CHOOSE, DIVERGED, FINISHED, JUDGE
+from raycse.stats import Interval, mean_interval
+
+BUDGETS = ("full", "cpu")
+POWER = 0.80  # the power at which the smallest detectable difference is quoted
+BLOCK_WORDS = {CHOOSE: "choosing", JUDGE: "judging"}
+
+
+# ------------------------------------------------------------------------------------------ the plan
+@dataclass(frozen=True)
+class SeedBlocks:
+    """The seeds of each stage: the search stage's one seed, then the choosing block, then the judging block."""
+
+    search: int
+    choose: tuple[int, ...]
+    judge: tuple[int, ...]
+
+
+def seed_blocks(base_seed: int, *, top_k: int, choose_seeds: int, judge_seeds: int) -> SeedBlocks:
+    """base_seed for the search stage; base + 1 ... for choosing (none when top_k == 1); judging after those.
+
+    The blocks are consecutive and disjoint, and none holds the search stage's seed: no run that ranked a
+    configuration is counted in a choosing or judging mean, and no run that chose the winner judges it.
+    """
+    if top_k < 1:
+        raise ValueError(f"top_k must be at least 1, not {top_k}")
+    if judge_seeds < 1:
+        raise ValueError(f"judge_seeds must be at least 1, not {judge_seeds}")
+    if top_k > 1 and choose_seeds < 1:
+        raise ValueError(f"top_k {top_k} needs at least one choosing seed, not {choose_seeds}")
+    n_choose = choose_seeds if top_k > 1 else 0
+    choose = tuple(base_seed + 1 + i for i in range(n_choose))
+    judge = tuple(base_seed + 1 + n_choose + i for i in range(judge_seeds))
+    return SeedBlocks(base_seed, choose, judge)
+
+
+@dataclass(frozen=True)
+class ConfirmPlan:
+    """How an answer is reached: how many configurations go on to be chosen among, and the seeds of each block.
+
+    `budget` is "full" or "cpu"; a CPU budget's answer is a demonstration of the mechanism, not a decision.
+    `objective` and `test_label` name the two figures in the verdict's words; `test_key` is the test figure that
+    judges "beats the untouched model" (the seven-task average).
+    """
+
+    budget: str
+    top_k: int
+    choose_seeds: int
+    judge_seeds: int
+    base_seed: int = 42
+    num_samples: int | None = None
+    objective: str = "objective"
+    test_label: str = "seven-task test average"
+    test_key: str = "avg"
+
+    def __post_init__(self):
+        if self.budget not in BUDGETS:
+            raise ValueError(f"budget must be one of {BUDGETS}, not {self.budget!r}")
+        self.seeds()  # checks top_k, choose_seeds and judge_seeds
+
+    def seeds(self) -> SeedBlocks:
+        return seed_blocks(self.base_seed, top_k=self.top_k, choose_seeds=self.choose_seeds,
+                           judge_seeds=self.judge_seeds)
+
+    @property
+    def has_choosing(self) -> bool:
+        return self.top_k > 1
+
+
+# The defaults (benchmarks/selection_bias.py measures them). Full budget: 18 judging seeds make the smallest
+# detectable difference (two-sided 95%, 80% power, paired differences with sd sqrt(2) sigma, df = n - 1) at most
+# one seed-std (0.99 sigma; 17 seeds give 1.02); `seeds_to_detect(1.0)` recomputes it. 3 choosing seeds for the
+# top 3: against 2 they pick a configuration truly one seed-std better more often (see the benchmark's README
+# section) for 3 more trials. CPU budget: no choosing block and 2 judging seeds, the least that gives an
+# interval: a demonstration of the mechanism.
+FULL_DEFAULTS = {"top_k": 3, "choose_seeds": 3, "judge_seeds": 18}
+CPU_DEFAULTS = {"top_k": 1, "choose_seeds": 0, "judge_seeds": 2}
+
+
+def default_plan(budget: str, **overrides: Any) -> ConfirmPlan:
+    """The budget's default plan, with any field overridden."""
+    if budget not in BUDGETS:
+        raise ValueError(f"budget must be one of {BUDGETS}, not {budget!r}")
+    return ConfirmPlan(budget=budget, **{**(FULL_DEFAULTS if budget == "full" else CPU_DEFAULTS), **overrides})
+
+
+# ------------------------------------------------------------------------------------- seed-level scores in
+@dataclass(frozen=True)
+class SeedScore:
+    """One confirmation run: its seed, how it ended, its dev objective (the best over its curve) and its test
+    figures by task (empty when the test tasks were off). Only a finished run with a finite dev value is valid."""
+
+    seed: int
+    status: str
+    dev: float | None = None
+    test: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def valid(self) -> bool:
+        return self.status == FINISHED and self.dev is not None and math.isfinite(self.dev)
+
+
+@dataclass(frozen=True)
+class ConfigScores:
+    """A configuration's runs in each block. `search_rank` is its place in the search stage's ranking (1 = best;
+    None for the published point when it did not rank among the top_k)."""
+
+    key: str
+    search_rank: int | None
+    choose: tuple[SeedScore, ...] = ()
+    judge: tuple[SeedScore, ...] = ()
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """The untouched model's figures: its dev objective (one evaluation) and its test figures by task."""
+
+    dev: float | None = None
+    test: Mapping[str, float] = field(default_factory=dict)
+
+
+# ------------------------------------------------------------------------------------------ figures out
+@dataclass(frozen=True)
+class BlockSummary:
+    """One configuration over one block of seeds: what was planned, what counted, and the figures of what counted."""
+
+    block: str
+    planned: int
+    seeds: tuple[int, ...]  # the valid seeds, in block order
+    values: tuple[float, ...]  # their dev values
+    diverged: int
+    failed: int
+    not_run: int
+    dev: Interval | None
+    test: dict[str, Interval]
+
+    @property
+    def n(self) -> int:
+        return len(self.seeds)
+
+    @property
+    def short(self) -> bool:
+        """Fewer valid seeds than planned: the configuration is marked wherever it is shown."""
+        return self.n < self.planned
+
+    @property
+    def count_text(self) -> str:
+        """`n = 4 of 5, 1 diverged`."""
+        lost = [(self.diverged, "diverged"), (self.failed, "failed"), (self.not_run, "not run")]
+        return ", ".join([f"n = {self.n} of {self.planned}"] + [f"{k} {what}" for k, what in lost if k])
+
+
+@dataclass(frozen=True)
+class ConfigSummary:
+    key: str
+    search_rank: int | None
+    is_published: bool
+    is_winner: bool
+    choose: BlockSummary | None
+    judge: BlockSummary | None
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A search's answer. The flags are exactly the bounds the verdict states:
+
+    beats_published   the dev interval of winner - published (judging seeds, paired) lies above 0
+    below_published   ... lies below 0
+    beats_baseline    the low end of the winner's test-mean interval (judging seeds) clears the untouched model's
+                      test figure; False as well when not judged (`baseline_judged` False: no test figures)
+    """
+
+    plan: ConfirmPlan
+    seeds: SeedBlocks
+    winner: str | None
+    published: str | None
+    configs: tuple[ConfigSummary, ...]
+    versus_published: Interval | None  # dev, judging seeds: winner - published, paired
+    versus_published_test: dict[str, Interval]  # the same on each test task
+    winner_test: Interval | None  # the winner's test_key figure over its judging seeds
+    baseline: Baseline
+    seed_noise: float | None  # pooled within-configuration std of the dev objective
+    seed_noise_df: int
+    detectable: float | None  # the smallest detectable difference of the judging stage
+    detectable_n: int | None  # the pairs it is computed for
+    beats_published: bool
+    below_published: bool
+    beats_baseline: bool
+    baseline_judged: bool
+    marks: tuple[str, ...]
+    verdict: tuple[str, ...]
+
+    @property
+    def sentence(self) -> str:
+        return " ".join(self.verdict)
+
+    def config(self, key: str | None) -> ConfigSummary | None:
+        return next((c for c in self.configs if c.key == key), None)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready: every field, and the verdict as one string."""
+        return {**asdict(self), "sentence": self.sentence}
+
+
+# ------------------------------------------------------------------------------------------ the decision
+def choose_winner(configs: Sequence[ConfigScores], plan: ConfirmPlan) -> str | None:
+    """The winner: without a choosing block (top_k == 1), the search stage's first; otherwise the best mean over
+    the valid choosing seeds among the top_k (ties to the better search rank); None when none has a valid seed."""
+    candidates = [c for c in configs if c.search_rank is not None and c.search_rank <= plan.top_k]
+    if not plan.has_choosing:
+        return min(candidates, key=lambda c: c.search_rank).key if candidates else None
+    means = []
+    for config in candidates:
+        values = [s.dev for s in config.choose if s.valid]
+        if values:
+            means.append((-sum(values) / len(values), config.search_rank, config.key))
+    return min(means)[2] if means else None
+
+
+def smallest_detectable(seed_noise: float | None, n: int, confidence: float = stats.CONFIDENCE,
+                        power: float = POWER) -> float | None:
+    """The smallest true winner - published difference that n paired judging seeds detect with `power`.
+
+    (t_{(1+confidence)/2, n-1} + t_{power, n-1}) * sd_d / sqrt(n), the usual approximation for a two-sided
+    paired t-test. The quantiles' degrees of freedom are those of the test actually run (n - 1 pairs), not the
+    pooled df: with 2 seeds the interval's critical value is t_{0.975,1} = 12.7, and that is what limits it.
+    sd_d, the std of a paired difference, is estimated as sqrt(2) x the pooled seed std, not as the observed
+    std of the n differences: at n = 2 the latter rests on one degree of freedom (a factor of ~70 between its
+    2.5% and 97.5% quantiles), while the pooled std uses every choosing and judging group. sqrt(2) sigma
+    assumes that a seed does not move two configurations alike; when it does, pairing cancels that part and
+    the true sd_d is smaller, so the figure errs on the side of "the budget can resolve less".
+    """
+    if seed_noise is None or n < 2:
+        return None
+    df = n - 1
+    return (stats.t_ppf(0.5 + confidence / 2, df) + stats.t_ppf(power, df)) * math.sqrt(2) * seed_noise / math.sqrt(n)
+
+
+def seeds_to_detect(difference_in_std: float = 1.0, confidence: float = stats.CONFIDENCE, power: float = POWER,
+                    most: int = 1000) -> int:
+    """The fewest judging seeds whose smallest detectable difference is at most `difference_in_std` seed-stds."""
+    for n in range(2, most + 1):
+        if smallest_detectable(1.0, n, confidence, power) <= difference_in_std:
+            return n
+    raise ValueError(f"more than {most} seeds would be needed to detect {difference_in_std} seed-stds")
+
+
+def _block_summary(block: str, scores: Sequence[SeedScore], seeds: tuple[int, ...], key: str) -> BlockSummary:
+    given = {}
+    for score in scores:
+        if score.seed not in seeds:
+            raise ValueError(f"configuration {key!r}: seed {score.seed} is not one of the {block} block's seeds "
+                             f"{list(seeds)} (a search-stage run is never counted in a choosing or judging mean)")
+        if score.seed in given:
+            raise ValueError(f"configuration {key!r}: seed {score.seed} appears twice in the {block} block")
+        given[score.seed] = score
+    valid = [given[s] for s in seeds if s in given and given[s].valid]
+    diverged = sum(1 for s in given.values() if s.status == DIVERGED)
+    tasks = sorted({task for s in valid for task in s.test})
+    test = {}
+    for task in tasks:
+        values = [s.test[task] for s in valid if task in s.test and math.isfinite(s.test[task])]
+        if values:
+            test[task] = mean_interval(values)
+    return BlockSummary(
+        block=block, planned=len(seeds), seeds=tuple(s.seed for s in valid), values=tuple(s.dev for s in valid),
+        diverged=diverged, failed=len(given) - len(valid) - diverged, not_run=len(seeds) - len(given),
+        dev=mean_interval([s.dev for s in valid]) if valid else None, test=test)
+
+
+def _paired(a: Sequence[SeedScore], b: Sequence[SeedScore], figure) -> Interval | None:
+    """mean(a - b) over the seeds where both have the figure; `figure` reads it from a valid SeedScore."""
+    of_b = {s.seed: figure(s) for s in b if s.valid}
+    diffs = [figure(s) - of_b[s.seed] for s in a if s.valid and of_b.get(s.seed) is not None
+             and figure(s) is not None]
+    return mean_interval(diffs) if diffs else None
+
+
+def decide(configs: Sequence[ConfigScores], *, published: str | None, baseline: Baseline,
+           plan: ConfirmPlan) -> Decision:
+    """The answer from the seed-level scores of every configuration in every block (see the module docstring).
+
+    `configs`: the top_k candidates (their search ranks and choosing runs) and the published point, each with
+    its judging runs; `published`: the published point's key (None when the space names none). A run of a seed
+    outside its block (the search stage's seed among them) is refused with ValueError.
+    """
+    keys = [c.key for c in configs]
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"a configuration appears twice: {keys}")
+    seeds = plan.seeds()
+    winner = choose_winner(configs, plan)
+    summaries = []
+    for config in configs:
+        if config.choose and not plan.has_choosing:
+            raise ValueError(f"configuration {config.key!r} has choosing runs but the plan has no choosing block")
+        summaries.append(ConfigSummary(
+            key=config.key, search_rank=config.search_rank, is_published=config.key == published,
+            is_winner=config.key == winner,
+            choose=_block_summary(CHOOSE, config.choose, seeds.choose, config.key) if plan.has_choosing
+            and config.search_rank is not None and config.search_rank <= plan.top_k else None,
+            judge=_block_summary(JUDGE, config.judge, seeds.judge, config.key) if config.judge
+            or config.key in (winner, published) else None))
+    by_key = {c.key: c for c in configs}
+    w, p = by_key.get(winner), by_key.get(published)
+
+    versus, versus_test = None, {}
+    if w is not None and p is not None and w is not p:
+        versus = _paired(w.judge, p.judge, lambda s: s.dev)
+        tasks = sorted({t for s in w.judge for t in s.test} & {t for s in p.judge for t in s.test})
+        for task in tasks:
+            interval = _paired(w.judge, p.judge, lambda s, task=task: s.test.get(task))
+            if interval is not None:
+                versus_test[task] = interval
+    beats_published = bool(versus and versus.low is not None and versus.low > 0)
+    below_published = bool(versus and versus.high is not None and versus.high < 0)
+
+    winner_summary = next((s for s in summaries if s.is_winner), None)
+    winner_test = winner_summary.judge.test.get(plan.test_key) if winner_summary and winner_summary.judge else None
+    base_test = baseline.test.get(plan.test_key)
+    baseline_judged = winner_test is not None and winner_test.low is not None and base_test is not None
+    beats_baseline = bool(baseline_judged and winner_test.low > base_test)
+
+    groups = [block.values for s in summaries for block in (s.choose, s.judge) if block is not None and block.n > 1]
+    seed_noise = stats.pooled_std(groups)
+    seed_noise_df = sum(len(g) - 1 for g in groups)
+    detectable_n = versus.n if versus is not None else plan.judge_seeds
+    detectable = smallest_detectable(seed_noise, detectable_n)
+
+    marks = tuple(_marks(summaries))
+    decision = Decision(
+        plan=plan, seeds=seeds, winner=winner, published=published, configs=tuple(summaries),
+        versus_published=versus, versus_published_test=versus_test, winner_test=winner_test,
+        baseline=Baseline(baseline.dev, dict(baseline.test)), seed_noise=seed_noise, seed_noise_df=seed_noise_df,
+        detectable=detectable, detectable_n=detectable_n if detectable is not None else None,
+        beats_published=beats_published, below_published=below_published, beats_baseline=beats_baseline,
+        baseline_judged=baseline_judged, marks=marks, verdict=())
+    return replace(decision, verdict=tuple(verdict_sentences(decision)))
+
+
+def _label(summary: ConfigSummary) -> str:
+    if summary.is_winner:
+        return "the winner" + (" (the published point)" if summary.is_published else "")
+    if summary.is_published:
+        return "the published point"
+    return f"configuration {summary.key} (search rank {summary.search_rank})"
+
+
+def _marks(summaries: Sequence[ConfigSummary]) -> list[str]:
+    marks = []
+    for summary in summaries:
+        for block in (summary.choose, summary.judge):
+            if block is not None and block.short:
+                marks.append(f"{_label(summary)} on the {BLOCK_WORDS[block.block]} seeds: {block.count_text} "
+                             "(fewer than planned)")
+    return marks

@@ -1,0 +1,261 @@
+"""How far along a search is, as a person watching it reads it.
+
+On a terminal, one status line stays at the bottom of the screen while the per-trial lines scroll above it:
+
+    search | 2/4 trials done, 1 running | best 81.56 | 3m12s elapsed | about 2m40s left in this stage
+
+Every line the search prints goes above it: while the status line is shown, the process's stdout and stderr (and
+the logging handlers that write to them: Ray's, Tune's, MLflow's) pass through `_Above`, which clears the status
+line, writes the text and draws the status line again under it; a background thread redraws it every second so
+that the clocks move during a long evaluation. (Output written below Python, by a library's C code straight to
+the file descriptor, is not seen; Ray's own processes write to their log files.) The terminal's
+scrollback thus keeps every trial line and one status line at most. (Pinned at the top instead, it would need a
+scroll region, and terminals keep no scrollback of a region that does not start at the top of the screen.)
+
+Elsewhere - a pipe, a log file, a notebook, TERM=dumb - nothing is redrawn and no escape code is written: each
+trial that ends adds one plain line with the same figures.
+
+The remaining time is the stage's: elapsed x (1 - f) / f, where f is the fraction of the stage's planned work
+done - finished trials count whole, running ones by the steps they reached out of the steps they will take. It
+overestimates when ASHA stops trials early, and knows nothing of the stages still to come.
+
+Who feeds it: the conductor (a stage begins: `shown`, `SearchProgress.stage`), the stages that run trials (how
+many they plan: `plan_trials`) and the driver-side Tune callback (a trial reported or ended: `trial_reported`,
+`trials_seen`). Tune pickles its callback with the run config, so the callback reaches the display through this
+module's functions, which do nothing when no search is being shown.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import os
+import shutil
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from typing import TextIO
+
+from raycse.records import BEST_OBJECTIVE
+
+CLEAR_LINE = "\r\x1b[2K"  # carriage return, then erase the whole line
+REDRAW_S = 1.0
+DONE_STATUSES = ("TERMINATED", "ERROR")  # Tune's trial statuses of a trial that will not run again
+
+
+def duration(seconds: float) -> str:
+    """45s, 3m12s, 1h05m."""
+    seconds = max(0, int(round(seconds)))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
+class SearchProgress:
+    """The figures of the status line, and the line itself; `live` draws it in place (a terminal)."""
+
+    def __init__(self, stream: TextIO, live: bool, started_at: float | None = None, clock=time.perf_counter):
+        self.stream, self.live, self.clock = stream, live, clock
+        self.started_at = clock() if started_at is None else started_at
+        self.lock = threading.RLock()
+        self.stage_name = ""
+        self.stage_started_at = self.started_at
+        self._reset_trials()
+
+    def _reset_trials(self) -> None:
+        self.planned: int | None = None
+        self.fraction: dict[str, float] = {}  # trial id -> the share of its steps done at its last report
+        self.done: set[str] = set()
+        self.running: set[str] = set()
+        self.best: float | None = None
+        self.mode = "max"
+
+    # ------------------------------------------------------------------------------------------ feeding
+    def stage(self, name: str) -> None:
+        with self.lock:
+            self.stage_name, self.stage_started_at = name, self.clock()
+            self._reset_trials()
+            self.draw()
+
+    def plan(self, trials: int, mode: str = "max") -> None:
+        with self.lock:
+            self.planned, self.mode = trials, mode
+            self.draw()
+
+    def reported(self, trial_id: str, step: int | None, total_steps: int | None, best: float | None) -> None:
+        with self.lock:
+            self.running.add(trial_id)
+            if step and total_steps:
+                self.fraction[trial_id] = min(1.0, step / total_steps)
+            self._better(best)
+            self.draw()
+
+    def seen(self, trials, started: str | None = None, ended: str | None = None) -> None:
+        """Tune's list of the stage's trials (restored ones included): which are done, which run, their best."""
+        with self.lock:
+            before = len(self.done)
+            for trial in trials:
+                if trial.status in DONE_STATUSES or trial.trial_id == ended:
+                    self.done.add(trial.trial_id)
+                    self.running.discard(trial.trial_id)
+                elif trial.status == "RUNNING" or trial.trial_id == started:
+                    self.running.add(trial.trial_id)
+                self._better((trial.last_result or {}).get(BEST_OBJECTIVE))
+            if len(self.done) > before and not self.live:
+                self.stream.write(self.text() + "\n")
+                self.stream.flush()
+            self.draw()
+
+    def _better(self, value) -> None:
+        if not isinstance(value, (int, float)) or not math.isfinite(value):
+            return
+        if self.best is None or (value > self.best if self.mode == "max" else value < self.best):
+            self.best = float(value)
+
+    # ------------------------------------------------------------------------------------------ the line
+    def remaining(self) -> float | None:
+        """Seconds left in this stage, from the fraction of its planned work done (None: not known yet)."""
+        if not self.planned:
+            return None
+        partial = sum(self.fraction.get(trial_id, 0.0) for trial_id in self.running - self.done)
+        done = (min(len(self.done), self.planned) + partial) / self.planned
+        if done <= 0:
+            return None
+        return max(0.0, (self.clock() - self.stage_started_at) * (1 - done) / done)
+
+    def text(self) -> str:
+        parts = [self.stage_name or "starting"]
+        if self.planned:
+            running = len(self.running - self.done)
+            parts.append(f"{len(self.done)}/{self.planned} trials done" + (f", {running} running" if running else ""))
+        if self.best is not None:
+            parts.append(f"best {self.best:.2f}")
+        parts.append(f"{duration(self.clock() - self.started_at)} elapsed")
+        if self.planned:
+            left = self.remaining()
+            parts.append("time left: estimating" if left is None else f"about {duration(left)} left in this stage")
+        return " | ".join(parts)
+
+    def draw(self) -> None:
+        """Draw the status line in place (live only); the cursor stays at its end."""
+        if not self.live:
+            return
+        with self.lock:
+            width = shutil.get_terminal_size((100, 24)).columns - 1  # a wrapped line could not be cleared
+            self.stream.write(CLEAR_LINE + self.text()[:max(width, 10)])
+            self.stream.flush()
+
+    def clear(self) -> None:
+        if self.live:
+            with self.lock:
+                self.stream.write(CLEAR_LINE)
+                self.stream.flush()
+
+
+class _Above:
+    """A text stream whose complete lines are written above the status line (stdout and stderr while shown)."""
+
+    def __init__(self, progress: SearchProgress, stream: TextIO):
+        self._progress, self._stream, self._pending = progress, stream, ""
+
+    def write(self, text: str) -> int:
+        with self._progress.lock:
+            self._pending += text
+            if "\n" in self._pending:
+                lines, self._pending = self._pending.rsplit("\n", 1)
+                self._progress.clear()
+                self._stream.write(lines + "\n")
+                self._progress.draw()
+        return len(text)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def release(self) -> None:
+        """Write out a last line that had no newline yet."""
+        if self._pending:
+            self._stream.write(self._pending)
+            self._pending = ""
+        self._stream.flush()
+
+    def __getattr__(self, name: str):  # isatty, fileno, encoding, ... of the real stream
+        return getattr(self._stream, name)
+
+
+_shown: SearchProgress | None = None
+
+
+def is_terminal(stream: TextIO) -> bool:
+    return bool(getattr(stream, "isatty", lambda: False)()) and os.environ.get("TERM", "dumb") != "dumb"
+
+
+@contextlib.contextmanager
+def shown(started_at: float | None = None, stream: TextIO | None = None) -> Iterator[SearchProgress]:
+    """Show a search's progress while the block runs: a live status line on a terminal, plain lines elsewhere."""
+    global _shown
+    stream = stream or sys.stdout
+    progress = SearchProgress(stream, is_terminal(stream), started_at)
+    saved = sys.stdout, sys.stderr
+    handlers: list[tuple[logging.StreamHandler, TextIO]] = []
+    stop = threading.Event()
+    if progress.live:
+        sys.stdout = _Above(progress, stream)
+        if is_terminal(saved[1]):
+            sys.stderr = _Above(progress, saved[1])
+        handlers = _logging_handlers({saved[0]: sys.stdout, saved[1]: sys.stderr})
+
+        def redraw():
+            while not stop.wait(REDRAW_S):
+                progress.draw()
+
+        threading.Thread(target=redraw, name="raycse-status-line", daemon=True).start()
+    _shown = progress
+    try:
+        yield progress
+    finally:
+        stop.set()
+        _shown = None
+        with progress.lock:
+            progress.clear()
+            for proxy in (sys.stdout, sys.stderr):
+                if isinstance(proxy, _Above):
+                    proxy.release()
+            for handler, stream in handlers:
+                handler.setStream(stream)
+            sys.stdout, sys.stderr = saved
+
+
+def _logging_handlers(streams: dict) -> list[tuple[logging.StreamHandler, TextIO]]:
+    """Point every logging handler that writes to the real stdout or stderr at its proxy; what to restore."""
+    loggers = [logging.getLogger(), *(logger for logger in logging.Logger.manager.loggerDict.values()
+                                      if isinstance(logger, logging.Logger))]
+    swapped = []
+    for logger in loggers:
+        for handler in logger.handlers:
+            if isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler):
+                proxy = streams.get(handler.stream)
+                if proxy is not None and proxy is not handler.stream:
+                    swapped.append((handler, handler.setStream(proxy)))
+    return swapped
+
+
+# ---------------------------------------------------------------- what the stages and the Tune callback call
+def plan_trials(trials: int, mode: str = "max") -> None:
+    """A stage says how many trials it runs (`mode`: whether its objective is better high or low)."""
+    if _shown is not None:
+        _shown.plan(trials, mode)
+
+
+def trial_reported(trial_id: str, step: int | None, total_steps: int | None, best: float | None) -> None:
+    """A trial's evaluation: the step it reached of the steps it will take, and its best objective so far."""
+    if _shown is not None:
+        _shown.reported(trial_id, step, total_steps, best)
+
+
+def trials_seen(trials, started: str | None = None, ended: str | None = None) -> None:
+    """Tune's trials of the running stage, as a trial starts or ends (its id: `started`, `ended`)."""
+    if _shown is not None:
+        _shown.seen(trials, started, ended)

@@ -1,0 +1,54 @@
+"""Choose: the search stage's ranking (on a common footing: raycse/driver/ranking.py), then, when the plan keeps
+more than one configuration, the top_k trained on the choosing block's fresh seeds; the winner is the best mean
+there (raycse/driver/decision.py). With top_k 1 (or no confirmation stage) the search stage's first is the winner.
+
+Resume: the ranking is kept on the parent run (a tag) once made, so a resumed search trains the same
+configurations on the same seeds; the stage's Tune experiment is restored.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+
+from raycse.driver import confirmation, tune_runner
+from raycse.driver.decision import choose_winner
+from raycse.driver.ranking import Ranked, rank_for_confirmation
+from raycse.driver.stages.base import Stage
+from raycse.driver.state import SearchState
+from raycse.records import CHOOSE, RANKING_TAG, WINNER_TAG
+from raycse.space import TrialSpec
+
+
+class ChooseStage(Stage):
+    name = CHOOSE
+    needs = ("plan", "budget", "tracker", "parent_run_id", "searched")
+    produces = ("ranking", "choose_runs", "winner_key")
+
+    def run(self, state: SearchState) -> None:
+        plan = state.plan
+        confirm = confirmation.confirm_plan(plan, state.budget)
+        saved = state.tracker.tags(state.parent_run_id).get(RANKING_TAG)
+        if saved:
+            ranking = [Ranked(**entry) for entry in json.loads(saved)]
+        else:
+            ranking = list(rank_for_confirmation(confirmation.trial_curves(state.searched),
+                                                 confirm.top_k if confirm else 1))
+            state.tracker.set_tags(state.parent_run_id,
+                                   {RANKING_TAG: json.dumps([dataclasses.asdict(r) for r in ranking])})
+        state.ranking = ranking
+        state.choose_runs = []
+        if confirm is not None and confirm.has_choosing and ranking:
+            sampled = {key: plan.sampled_of(c["family"], c["params"])
+                       for key, c in confirmation.configurations(plan, state.searched).items()}
+            seeds = confirm.seeds().choose
+            specs = [TrialSpec(sampled[r.key], seed, CHOOSE) for r in ranking for seed in seeds]
+            state.log(f"Choosing: the top {len(ranking)} configuration(s) of the search, each on seeds "
+                      f"{seeds[0]}-{seeds[-1]} ({len(specs)} runs).")
+            state.choose_runs = tune_runner.run_fixed(state, plan, CHOOSE, specs)
+        if confirm is None:
+            state.winner_key = ranking[0].key if ranking else None
+        else:
+            scores = confirmation.config_scores(ranking, None, state.choose_runs, [])
+            state.winner_key = choose_winner(scores, confirm)
+        if state.winner_key is not None:
+            state.tracker.set_tags(state.parent_run_id, {WINNER_TAG: state.winner_key})

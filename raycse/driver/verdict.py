@@ -1,0 +1,103 @@
+"""A search's answer in words (`verdict_sentences`): which set each figure comes from (dev for choosing, dev or
+test for judging), how it was chosen and judged, and what the budget can resolve. Plain sentences, for the
+printed answer, the summary file and the page."""
+from __future__ import annotations
+
+from raycse.stats import format_interval, format_std
+
+
+def _seed_range(seeds: tuple[int, ...]) -> str:
+    return f"seed {seeds[0]}" if len(seeds) == 1 else f"seeds {seeds[0]}-{seeds[-1]}"
+
+
+def _method(d) -> str:
+    plan, seeds = d.plan, d.seeds
+    trials = f"{plan.num_samples} trials" if plan.num_samples else "trials"
+    fresh = f"{plan.judge_seeds} {'further ' if plan.has_choosing else ''}fresh seeds ({_seed_range(seeds.judge)})"
+    judged = (f"the winner and the published point were then trained on {fresh}, and only those judge them"
+              if d.published is not None else f"the winner was then trained on {fresh}, and only those judge it")
+    if plan.has_choosing:
+        return (f"Method: chosen on dev, judged on fresh seeds. The search stage's {trials} (seed {seeds.search}) "
+                f"only ranked configurations by their best {plan.objective} (dev); the top {plan.top_k} were "
+                f"trained on {plan.choose_seeds} fresh seeds ({_seed_range(seeds.choose)}) and the winner is the "
+                f"best mean there (dev); {judged}.")
+    return (f"Method: chosen by the search stage on dev, judged on fresh seeds. The search stage's {trials} "
+            f"(seed {seeds.search}) ranked configurations by their best {plan.objective} (dev) and its first is "
+            f"the winner; {judged}.")
+
+
+def verdict_sentences(d) -> list[str]:
+    """The answer in words, sentence by sentence: the method, the winner, against the published point (dev), against
+    the untouched model (test), what the budget can resolve, and the marks. `d` is a `decision.Decision`."""
+    plan = d.plan
+    parts = [_method(d)]
+    winner = d.config(d.winner)
+    if winner is None:
+        parts.append("No configuration has a valid score on the choosing seeds: there is no winner.")
+        return parts
+    judge = winner.judge
+    if judge is not None and judge.dev is not None:
+        spread = f" ± {format_std(judge.dev.std, judge.dev.n)}" if judge.dev.std is not None else ""
+        parts.append(f"The winner scores {judge.dev.mean:.2f}{spread} on the {plan.objective} (dev) over its judging "
+                     f"seeds ({judge.count_text}).")
+    else:
+        parts.append(f"The winner has no valid judging seed ({judge.count_text if judge else 'none run'}): "
+                     "nothing is judged.")
+    # against the published point: dev, judging seeds
+    if d.published is None:
+        parts.append("The space names no published point: there is nothing to compare the winner with.")
+    elif winner.is_published:
+        where = "on the choosing seeds" if plan.has_choosing else "in the search stage"
+        parts.append(f"The published point is the winner: no searched configuration did better {where}.")
+    elif d.versus_published is None or d.versus_published.low is None:
+        shown = f" ({format_interval(d.versus_published)})" if d.versus_published else ""
+        parts.append(f"Against the published point (dev, judging seeds): fewer than two paired seeds{shown}, so "
+                     "no interval: not judged.")
+    else:
+        diff = format_interval(d.versus_published)
+        if d.beats_published or d.below_published:
+            word = "beats" if d.beats_published else "falls below"
+            parts.append(f"The winner {word} the published point on the {plan.objective} (dev, judging seeds): "
+                         f"winner - published {diff}.")
+        else:
+            reach = (f"; the judging stage could detect a difference of about {d.detectable:.2f} (80% power), "
+                     "so a smaller one would go unseen" if d.detectable is not None else "")
+            parts.append(f"The winner is not distinguishable from the published point on the {plan.objective} (dev, "
+                         f"judging seeds): winner - published {diff}, which covers 0{reach}.")
+    # against the untouched model: test, judging seeds
+    base = d.baseline.test.get(plan.test_key)
+    if d.winner_test is None:
+        parts.append("Against the untouched model: not judged (no test figures: the test tasks were off). On dev "
+                     "it is not compared: a trained run's dev figure is the best of a curve, the untouched "
+                     "model's one evaluation.")
+    elif base is None:
+        parts.append("Against the untouched model: not judged (it has no test figure).")
+    elif not d.baseline_judged:
+        parts.append(f"Against the untouched model ({plan.test_label}, test: {base:.2f}): the winner's "
+                     f"{format_interval(d.winner_test, signed=False)}; no interval: not judged.")
+    else:
+        figure = format_interval(d.winner_test, signed=False)
+        if d.beats_baseline:
+            parts.append(f"The winner beats the untouched model on the {plan.test_label} (test, judging seeds): "
+                         f"{figure}, whose low end clears the untouched model's {base:.2f}.")
+        else:
+            parts.append(f"The winner is not shown to beat the untouched model on the {plan.test_label} (test, "
+                         f"judging seeds): {figure}, whose low end does not clear the untouched model's "
+                         f"{base:.2f}; training may not have helped at this budget.")
+    # what the budget can resolve
+    if d.seed_noise is not None:
+        noise = (f"Seed noise of the {plan.objective} (dev, pooled over the choosing and judging groups): "
+                 f"{d.seed_noise:.2f}, df = {d.seed_noise_df}")
+        if d.detectable is not None:
+            noise += (f"; the smallest winner - published difference the judging stage could detect (two-sided 95%, "
+                      f"80% power, n = {d.detectable_n}): {d.detectable:.2f}")
+        parts.append(noise + ".")
+    else:
+        parts.append("Seed noise: no configuration has two valid seeds in a block, so it is not known.")
+    if plan.budget == "cpu":
+        reach = (f", which can detect only differences of about {d.detectable:.2f} or more"
+                 if d.detectable is not None else "")
+        parts.append(f"CPU budget: {plan.judge_seeds} judging seed{'s' if plan.judge_seeds > 1 else ''}{reach}: a "
+                     "demonstration of the mechanism, not a decision.")
+    parts.extend(f"Marked: {mark}." for mark in d.marks)
+    return parts

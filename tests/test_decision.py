@@ -1,0 +1,241 @@
+"""The decision behind a search's answer (raycse.decision), on numbers whose results are known by hand."""
+import importlib.util
+import itertools
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+from raycse.driver.decision import (
+    Baseline,
+    ConfigScores,
+    ConfirmPlan,
+    SeedScore,
+    choose_winner,
+    decide,
+    default_plan,
+    seed_blocks,
+    seeds_to_detect,
+    smallest_detectable,
+)
+from raycse.driver.ranking import TrialCurve, rank_for_confirmation
+from raycse.records import DIVERGED, FAILED, FINISHED, STOPPED
+from raycse.stats import format_interval, format_std, mean_interval, one_significant
+
+# Student-t quantiles, from tables
+T975 = {1: 12.706205, 2: 4.302653, 3: 3.182446, 17: 2.109816}
+T80 = {1: 1.376382, 17: 0.863279}
+
+
+def runs(seeds, devs, tests=None):
+    tests = tests or [None] * len(devs)
+    return tuple(SeedScore(s, FINISHED, d, {"avg": t} if t is not None else {}) for s, d, t in zip(seeds, devs, tests))
+
+
+def cpu_plan(**kw):
+    return ConfirmPlan(budget="cpu", top_k=1, choose_seeds=0, **{"judge_seeds": 3, **kw})
+
+
+# ------------------------------------------------------------------------------------------ intervals
+def test_mean_interval_is_student_t_with_its_df():
+    interval = mean_interval([1.0, 2.0, 3.0])  # mean 2, sd 1, n 3, df 2
+    half = T975[2] / math.sqrt(3)
+    assert (interval.mean, interval.std, interval.n, interval.df) == (2.0, 1.0, 3, 2)
+    assert interval.low == pytest.approx(2.0 - half, abs=1e-5) and interval.high == pytest.approx(2.0 + half, abs=1e-5)
+    single = mean_interval([5.0])
+    assert (single.n, single.df, single.low, single.std) == (1, None, None, None)
+
+
+def test_winner_minus_published_is_paired_over_the_judging_seeds():
+    plan = cpu_plan(judge_seeds=4)
+    judge = plan.seeds().judge  # 43..46
+    configs = [ConfigScores("w", 1, judge=runs(judge, [80.5, 81.6, 79.4, 80.0])),
+               ConfigScores("p", None, judge=runs(judge, [80.0, 81.0, 79.0, 79.5]))]
+    d = decide(configs, published="p", baseline=Baseline(), plan=plan)
+    # differences 0.5, 0.6, 0.4, 0.5: mean 0.5, sd 0.0816497, df 3
+    v = d.versus_published
+    assert d.winner == "w" and (v.n, v.df) == (4, 3)
+    assert v.mean == pytest.approx(0.5) and v.std == pytest.approx(0.0816497, abs=1e-6)
+    assert v.low == pytest.approx(0.5 - T975[3] * 0.0816497 / 2, abs=1e-5)
+    assert d.beats_published and not d.below_published
+    assert "beats the published point" in d.sentence and "n = 4, df = 3" in d.sentence
+
+
+def test_a_difference_whose_interval_covers_zero_neither_beats_nor_falls_below():
+    plan = cpu_plan()
+    judge = plan.seeds().judge
+    configs = [ConfigScores("w", 1, judge=runs(judge, [81.0, 82.0, 83.0])),
+               ConfigScores("p", None, judge=runs(judge, [80.0, 80.0, 80.0]))]  # differences 1, 2, 3: [-0.48, 4.48]
+    d = decide(configs, published="p", baseline=Baseline(), plan=plan)
+    assert d.versus_published.low < 0 < d.versus_published.high
+    assert not d.beats_published and not d.below_published
+    assert "not distinguishable" in d.sentence and "could detect a difference of about" in d.sentence
+
+
+def test_pooled_seed_noise_and_its_df_cover_the_choosing_and_judging_groups():
+    plan = ConfirmPlan(budget="full", top_k=2, choose_seeds=3, judge_seeds=2)
+    seeds = plan.seeds()  # choose 43-45, judge 46-47
+    configs = [ConfigScores("a", 1, choose=runs(seeds.choose, [0.0, 2.0, 4.0]),  # squares 8, df 2
+                            judge=runs(seeds.judge, [1.0, 3.0])),  # squares 2, df 1
+               ConfigScores("b", 2, choose=runs(seeds.choose[:1], [9.0])),  # one value: no group
+               ConfigScores("p", None, judge=runs(seeds.judge, [5.0, 5.0]))]  # squares 0, df 1
+    d = decide(configs, published="p", baseline=Baseline(), plan=plan)
+    assert d.winner == "b"  # a one-seed mean of 9 against a three-seed mean of 2: the choosing block decides
+    # b has no judging runs, so a is not judged either; the groups are a's choose, a's judge and p's judge
+    assert d.seed_noise == pytest.approx(math.sqrt(10 / 4)) and d.seed_noise_df == 4
+
+
+def test_the_smallest_detectable_difference_uses_sqrt2_times_the_pooled_std_and_df_n_minus_1():
+    assert smallest_detectable(1.0, 18) == pytest.approx((T975[17] + T80[17]) * math.sqrt(2) / math.sqrt(18),
+                                                         abs=1e-5)
+    assert smallest_detectable(0.5, 2) == pytest.approx((T975[1] + T80[1]) * 0.5, abs=1e-5)  # sqrt2 / sqrt2 = 1
+    assert smallest_detectable(None, 18) is None and smallest_detectable(1.0, 1) is None
+    # the full budget's 18 judging seeds: the first n that resolves one seed-std
+    assert smallest_detectable(1.0, 18) <= 1.0 < smallest_detectable(1.0, 17)
+    assert seeds_to_detect(1.0) == 18 == default_plan("full").judge_seeds
+
+
+# ------------------------------------------------------------------------------------------ bad seeds
+def test_a_diverged_seed_is_excluded_counted_and_marked():
+    plan = cpu_plan(judge_seeds=5)
+    judge = plan.seeds().judge
+    winner = runs(judge[:4], [80.0, 81.0, 82.0, 83.0]) + (SeedScore(judge[4], DIVERGED, -100.0),)
+    configs = [ConfigScores("w", 1, judge=winner), ConfigScores("p", None, judge=runs(judge, [79.0] * 5))]
+    d = decide(configs, published="p", baseline=Baseline(), plan=plan)
+    block = d.config("w").judge
+    assert block.count_text == "n = 4 of 5, 1 diverged" and block.short
+    assert block.dev.mean == pytest.approx(81.5) and block.dev.n == 4  # -100 never enters the mean
+    assert d.versus_published.n == 4  # the pairs over the seeds both have valid
+    assert any("n = 4 of 5, 1 diverged" in mark and "fewer than planned" in mark for mark in d.marks)
+    assert "Marked:" in d.sentence
+
+
+def test_failed_and_missing_seeds_are_counted_apart():
+    plan = cpu_plan(judge_seeds=4)
+    judge = plan.seeds().judge
+    scores = runs(judge[:2], [1.0, 2.0]) + (SeedScore(judge[2], FAILED),)  # the 4th never ran
+    d = decide([ConfigScores("w", 1, judge=scores)], published=None, baseline=Baseline(), plan=plan)
+    assert d.config("w").judge.count_text == "n = 2 of 4, 1 failed, 1 not run"
+
+
+def test_a_search_stage_run_is_refused_in_a_judging_block():
+    plan = cpu_plan()
+    with pytest.raises(ValueError, match="seed 42"):
+        decide([ConfigScores("w", 1, judge=runs([42, 43], [1.0, 2.0]))], published=None, baseline=Baseline(),
+               plan=plan)
+
+
+# ------------------------------------------------------------------------------------------ ranking, choosing
+def test_stopped_and_finished_trials_are_ranked_on_a_common_footing():
+    trials = [
+        TrialCurve("A", FINISHED, ((125, 78.0), (186, 80.0)), "t0"),
+        TrialCurve("B", FINISHED, ((125, 79.0), (186, 78.5)), "t1"),
+        TrialCurve("A", FINISHED, ((125, 70.0), (186, 75.0)), "t2"),  # A again: one entry per configuration
+        TrialCurve("C", STOPPED, ((125, 85.0),), "t3"),
+        TrialCurve("D", STOPPED, ((125, 81.0), (250, 90.0)), "t4"),  # reached a later rung than C
+        TrialCurve("E", DIVERGED, ((125, 99.0),), "t5"),
+        TrialCurve("F", FAILED, (), "t6"),
+    ]
+    top2 = rank_for_confirmation(trials, 2)
+    # finished first, although the stopped C read 85 at its rung
+    assert [(r.key, r.score, r.up_to_step) for r in top2] == [("A", 80.0, None), ("B", 79.0, None)]
+    top5 = rank_for_confirmation(trials, 5)
+    # the stopped ones at step 125, the last step both reached: D's 90 at step 250 is not compared with C's 85
+    assert [(r.key, r.score, r.up_to_step) for r in top5] == [
+        ("A", 80.0, None), ("B", 79.0, None), ("C", 85.0, 125), ("D", 81.0, 125)]
+    assert [r.rank for r in top5] == [1, 2, 3, 4]  # E diverged and F failed: never ranked
+
+
+def test_the_winner_is_recomputed_from_the_choosing_block():
+    plan = ConfirmPlan(budget="full", top_k=2, choose_seeds=2, judge_seeds=2)
+    seeds = plan.seeds()
+    configs = [ConfigScores("first", 1, choose=runs(seeds.choose, [80.0, 80.2])),
+               ConfigScores("second", 2, choose=runs(seeds.choose[:1], [81.0]) + (SeedScore(seeds.choose[1],
+                                                                                            DIVERGED),))]
+    assert choose_winner(configs, plan) == "second"  # its one valid seed's 81 beats 80.1; the diverged one is out
+    d = decide(configs, published=None, baseline=Baseline(), plan=plan)
+    assert d.winner == "second" and d.config("second").choose.count_text == "n = 1 of 2, 1 diverged"
+    # without a choosing block the search stage's first is the winner
+    assert choose_winner([ConfigScores("x", 2), ConfigScores("y", 1)], cpu_plan()) == "y"
+
+
+# ------------------------------------------------------------------------------------------ the untouched model
+def judged_on_test(base_test):
+    plan = cpu_plan()
+    judge = plan.seeds().judge
+    configs = [ConfigScores("w", 1, judge=runs(judge, [80.0, 80.5, 81.0], [78.0, 78.2, 78.4]))]
+    return decide(configs, published=None, baseline=Baseline(dev=70.0, test=base_test), plan=plan)
+
+
+def test_beats_baseline_needs_the_lower_bound_to_clear_the_untouched_model():
+    # test mean 78.2, sd 0.2, n 3: low = 78.2 - 4.302653 * 0.2 / sqrt(3) = 77.703
+    above_mean_only = judged_on_test({"avg": 77.8})
+    assert above_mean_only.winner_test.low == pytest.approx(78.2 - T975[2] * 0.2 / math.sqrt(3), abs=1e-5)
+    assert above_mean_only.baseline_judged and not above_mean_only.beats_baseline
+    assert "not shown to beat the untouched model" in above_mean_only.sentence
+    cleared = judged_on_test({"avg": 77.6})
+    assert cleared.beats_baseline and "beats the untouched model" in cleared.sentence
+
+
+def test_without_test_figures_the_untouched_model_is_not_judged():
+    d = judged_on_test({})
+    assert not d.baseline_judged and not d.beats_baseline and "not judged" in d.sentence
+
+
+# ------------------------------------------------------------------------------------------ words
+def test_stds_from_fewer_than_three_values_get_one_significant_digit():
+    assert [one_significant(x) for x in (0.0634, 0.096, 1.37, 12.3)] == ["0.06", "0.1", "1", "10"]
+    assert format_std(1.37, 2) == "1" and format_std(1.37, 3) == "1.37" and format_std(None, 1) == "n/a"
+    assert format_interval(mean_interval([1.0, 2.0, 3.0])) == "+2.00, 95% interval [-0.48, +4.48], n = 3, df = 2"
+    assert format_interval(mean_interval([1.0])) == "+1.00, n = 1, no interval"
+
+
+def test_the_verdict_names_the_method_the_sets_and_the_cpu_caveat():
+    plan = cpu_plan(judge_seeds=2, num_samples=4)
+    judge = plan.seeds().judge
+    configs = [ConfigScores("w", 1, judge=runs(judge, [80.0, 80.4], [78.0, 78.3])),
+               ConfigScores("p", None, judge=runs(judge, [79.9, 80.1], [77.9, 78.0]))]
+    d = decide(configs, published="p", baseline=Baseline(79.0, {"avg": 77.0}), plan=plan)
+    text = d.sentence
+    assert "judged on fresh seeds" in text and "(seed 42)" in text and "seeds 43-44" in text
+    assert "(dev, judging seeds)" in text and "(test, judging seeds)" in text
+    assert "demonstration of the mechanism, not a decision" in text
+    assert "± 0.3 " in text  # the winner's dev std over 2 seeds (0.283) to one digit
+    assert d.as_dict()["sentence"] == text
+
+
+# ------------------------------------------------------------------------------------------ seeds
+def test_seed_blocks_never_overlap_nor_hold_the_search_seed():
+    for base, top_k, choose, judge in itertools.product((0, 42), (1, 3), (1, 3), (1, 2, 18)):
+        blocks = seed_blocks(base, top_k=top_k, choose_seeds=choose, judge_seeds=judge)
+        assert blocks.search == base and base not in blocks.choose + blocks.judge
+        assert not set(blocks.choose) & set(blocks.judge)
+        assert len(blocks.choose) == (choose if top_k > 1 else 0) and len(blocks.judge) == judge
+    assert seed_blocks(42, top_k=3, choose_seeds=3, judge_seeds=2) == seed_blocks(42, top_k=3, choose_seeds=3,
+                                                                                  judge_seeds=2)
+    assert default_plan("full").seeds().choose == (43, 44, 45) and default_plan("full").seeds().judge[0] == 46
+    with pytest.raises(ValueError):
+        seed_blocks(42, top_k=3, choose_seeds=0, judge_seeds=2)
+
+
+# ------------------------------------------------------------------------------------------ the simulation
+def test_a_small_simulation_runs_and_shows_the_bias_it_removes(monkeypatch):
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "selection_bias.py"
+    spec = importlib.util.spec_from_file_location("selection_bias", path)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    result = module.run("full", reps=60, seed=1)
+    assert result["plan"] == {"top_k": 3, "choose_seeds": 3, "judge_seeds": 18}
+    for name, entry in result["rules"].items():
+        for scenario in ("null", "power"):
+            for flag in ("beats_published", "beats_baseline", "winner_is_published"):
+                assert 0.0 <= entry[scenario][flag]["rate"] <= 1.0, (name, scenario, flag)
+    new, today = result["rules"]["decision/curve"]["null"], result["rules"]["today/single"]["null"]
+    # today's rule: about +1 sigma (mc error ~0.06 at 60 reps); the decision: about 0 (mc error ~0.04)
+    assert today["bias"]["mean"] > 0.6 and abs(new["bias"]["mean"]) < 0.2
+    assert today["beats_baseline"]["rate"] > 0.9
+    assert new["detectable"]["median"] == pytest.approx(0.93, abs=0.15)
+    cpu = module.run("cpu", reps=30, seed=1)
+    assert cpu["plan"] == {"top_k": 1, "choose_seeds": 0, "judge_seeds": 2}

@@ -1,0 +1,204 @@
+"""A search's progress as a person sees it: a live status line on a terminal, plain lines in a pipe.
+
+The figures are checked on `SearchProgress` fed as the conductor and Tune's callback feed it (Tune's trials are
+stand-ins with the three attributes the display reads). Then a tiny search runs in a real terminal - tmux - and its
+screen is read with `capture-pane` while it runs: the status line with the trial count and the estimated time
+left sits under the trial lines, and never enters the scrollback. The same search's winner is then exported, and
+the exported folder scores what its checkpoint scored (one tiny search serves both: the machine has 2 cores).
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from raycse.driver import progress
+from raycse.driver.progress import CLEAR_LINE, SearchProgress, duration
+
+
+@dataclass
+class Trial:
+    """What the display reads of a Tune trial."""
+
+    trial_id: str
+    status: str = "PENDING"
+    last_result: dict = field(default_factory=dict)
+
+
+class Clock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_durations_read_as_a_person_writes_them():
+    assert [duration(s) for s in (0, 45.4, 192, 3900)] == ["0s", "45s", "3m12s", "1h05m"]
+
+
+def test_the_figures_of_the_status_line():
+    clock = Clock()
+    shown = SearchProgress(io.StringIO(), live=False, started_at=clock.now - 30, clock=clock)
+    shown.stage("search")
+    shown.plan(4)
+    trials = [Trial("a", "RUNNING"), Trial("b")]
+    shown.seen(trials, started="a")
+    assert shown.text() == "search | 0/4 trials done, 1 running | 30s elapsed | time left: estimating"
+    clock.now += 10
+    shown.reported("a", step=8, total_steps=16, best=80.5)
+    # half of one trial's steps out of 4 trials, in 10 s: 1/8 done, so 70 s left
+    assert shown.remaining() == pytest.approx(70.0)
+    trials[0].status, trials[0].last_result = "TERMINATED", {"best_objective": 81.25}
+    trials[1].status = "RUNNING"
+    shown.seen(trials, ended="a")
+    assert shown.text() == ("search | 1/4 trials done, 1 running | best 81.25 | 40s elapsed | "
+                            "about 30s left in this stage")
+    shown.reported("b", step=4, total_steps=16, best=float("nan"))  # a diverged evaluation is no best
+    assert shown.best == 81.25
+    shown.stage("test")  # a stage without trials: its name and the clock only
+    assert shown.text() == "test | 40s elapsed"
+
+
+def test_plain_lines_in_a_pipe():
+    out = io.StringIO()
+    clock = Clock()
+    shown = SearchProgress(out, live=False, started_at=clock.now, clock=clock)
+    shown.stage("confirm")
+    shown.plan(2)
+    trials = [Trial("a", "RUNNING"), Trial("b", "RUNNING")]
+    shown.seen(trials)
+    clock.now += 20
+    trials[0].status = "TERMINATED"
+    shown.seen(trials, ended="a")
+    assert out.getvalue() == "confirm | 1/2 trials done, 1 running | 20s elapsed | about 20s left in this stage\n"
+    assert "\x1b" not in out.getvalue()
+
+
+def test_lines_printed_while_shown_go_above_the_status_line(monkeypatch):
+    terminal = io.StringIO()
+    monkeypatch.setattr(terminal, "isatty", lambda: True, raising=False)
+    monkeypatch.setenv("TERM", "xterm")
+    with progress.shown(stream=terminal) as shown:
+        assert shown.live and sys.stdout is not terminal
+        shown.stage("search")
+        progress.plan_trials(3)
+        print("trial a  search  step 2")
+    text = terminal.getvalue()
+    # each line is written after the status line is cleared, and the status line is drawn again under it
+    assert f"{CLEAR_LINE}trial a  search  step 2\n{CLEAR_LINE}search | 0/3 trials done" in text
+    assert text.endswith(CLEAR_LINE)  # and nothing of it is left once the block ends
+    assert progress._shown is None
+
+
+# ------------------------------------------------------------------------------------- a real terminal
+SPACE = """\
+experiment: tiny-progress
+model: {model}
+loss: focal
+train: {{batch_size: 8, max_steps: 4, eval_steps: 2, max_sentences: 160, lr: 1.0e-4}}
+space:
+  tau: {{type: loguniform, low: 0.02, high: 0.2}}
+  m: {{type: uniform, low: 0.0, high: 0.6}}
+published: {{tau: 0.07, m: 0.3}}
+search: {{num_samples: 3, seed: 0, test_eval: none, scheduler: {{name: fifo}}}}
+resources: {{workers: 1, cpus_per_worker: 2}}
+"""
+STATUS = re.compile(r"^search \| (\d)/3 trials done(, 1 running)?( \| best \d+\.\d\d)? \| \S+ elapsed \| "
+                    r"(about (\S+) left in this stage|time left: estimating)$")
+EXIT = "RAYCSE-EXIT="
+
+
+def _tmux() -> str:
+    binary = shutil.which("tmux")
+    if binary is None:
+        if os.environ.get("CI", "").lower() not in ("", "0", "false"):
+            pytest.fail("CI is set but tmux is not on PATH: .ci/run installs Debian's tmux")
+        pytest.skip("no tmux on PATH (Debian: apt-get install tmux); CI runs this test")
+    return binary
+
+
+@pytest.fixture(scope="module")
+def searched_in_tmux(tmp_path_factory, tiny_bert_dir):
+    """A tiny search run in a 160 x 40 tmux pane; every screen seen while it ran, and the whole scrollback."""
+    tmux = _tmux()
+    tmp = tmp_path_factory.mktemp("tmux-search")
+    space = tmp / "space.yaml"
+    space.write_text(SPACE.format(model=tiny_bert_dir))
+    uri = f"sqlite:///{tmp}/mlflow.db"
+    command = (f"{sys.executable} -m raycse search --space {space} --tracking-uri {uri} --storage-path {tmp}/ray "
+               f"--no-confirm; echo {EXIT}$?; sleep 900")
+    socket = f"raycse-test-{os.getpid()}"  # a tmux server of this test's own, started with this environment
+    tmux_cmd = [tmux, "-L", socket, "-f", "/dev/null"]
+    env = {**os.environ, "TERM": os.environ.get("TERM") or "xterm"}
+    subprocess.run([*tmux_cmd, "new-session", "-d", "-s", "search", "-x", "160", "-y", "40", "-c", str(tmp),
+                    command], check=True, env=env)
+    screens = []
+    try:
+        deadline = time.monotonic() + 840
+        while time.monotonic() < deadline:
+            screen = subprocess.run([*tmux_cmd, "capture-pane", "-p", "-t", "search"], capture_output=True,
+                                    text=True, check=True).stdout
+            screens.append(screen)
+            if EXIT in screen:
+                break
+            time.sleep(0.5)
+        history = subprocess.run([*tmux_cmd, "capture-pane", "-p", "-J", "-S", "-", "-t", "search"],
+                                 capture_output=True, text=True, check=True).stdout
+    finally:
+        subprocess.run([*tmux_cmd, "kill-server"], check=False)
+    return {"tmp": tmp, "uri": uri, "screens": screens, "history": history}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_search_on_a_terminal_shows_a_status_line(searched_in_tmux):
+    history = searched_in_tmux["history"]
+    assert f"{EXIT}0" in history, history[-3000:]
+    midway = []  # screens of the search stage under way, with an estimate of the time left
+    for screen in searched_in_tmux["screens"]:
+        lines = [line.rstrip() for line in screen.splitlines() if line.strip()]
+        match = STATUS.match(lines[-1]) if lines else None
+        if match and match.group(5) and int(match.group(1)) < 3:
+            midway.append(lines)
+    assert midway, "no screen showed the status line with an estimated time left while trials ran"
+    for lines in midway:  # the status line is the bottom line, the trial lines scroll above it
+        assert re.match(r"^trial \S+\s+(search\s+focal|finished: best objective)", lines[-2]), lines[-3:]
+    # the scrollback keeps every trial line and no status line; the answer follows, then the export command
+    kept = history.splitlines()
+    assert not [line for line in kept if " elapsed | " in line or "trials done" in line]
+    assert sum(1 for line in kept if re.match(r"^trial \S+\s+finished: best objective", line)) == 3
+    assert any(line.startswith("Export the winner with its model card: raycse export tiny-progress ")
+               for line in kept)
+
+
+@pytest.mark.slow
+def test_the_exported_winner_scores_what_its_checkpoint_scored(searched_in_tmux):
+    import torch
+    from mlflow.tracking import MlflowClient
+    from sentence_transformers import SentenceTransformer
+
+    from raycse.cli import main
+    from raycse.evaluation import stsb_dev_spearman
+
+    tmp, uri = searched_in_tmux["tmp"], searched_in_tmux["uri"]
+    assert f"{EXIT}0" in searched_in_tmux["history"]
+    client = MlflowClient(tracking_uri=uri)
+    [parent] = client.search_runs([client.get_experiment_by_name("tiny-progress").experiment_id],
+                                  filter_string="tags.`raycse.search` LIKE '%'")
+    summary = json.loads(Path(client.download_artifacts(parent.info.run_id, "search_summary.json",
+                                                        str(tmp))).read_text())
+    registered = next(t for t in summary["trials"] if t["trial_id"] == parent.data.tags["raycse.best_trial"])
+    assert main(["export", "tiny-progress", str(tmp / "exported"), "--tracking-uri", uri]) == 0
+    model = SentenceTransformer(str(tmp / "exported"), device="cpu")
+    dev = stsb_dev_spearman(lambda sentences: torch.from_numpy(model.encode(sentences, batch_size=128)))
+    assert dev == pytest.approx(registered["best_objective"], abs=1e-6)
