@@ -15,7 +15,7 @@ import sys
 import time
 
 from raycse import api
-from raycse.errors import ConfigError, first_line, one_line
+from raycse.errors import ConfigError, RunFailed, first_line, one_line
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 CONCURRENT_LIMIT = 64  # `raycse bench --concurrent N`: trials sharing one machine
@@ -322,6 +322,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("raycse: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except RunFailed as err:  # a run that failed, said whole (export's push): one line, exit 1
+        if debug:
+            raise
+        print(f"raycse: error: {one_line(str(err))}", file=sys.stderr)
+        return EXIT_FAILED
     except Exception as err:  # a run that failed (disk full, a library's error, a bug): one line, exit 1
         if debug:
             raise

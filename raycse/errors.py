@@ -51,6 +51,11 @@ def one_line(text: str, limit: int = 1000) -> str:
     return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
 
 
+class RunFailed(Exception):
+    """A run that had started failed, for a reason its message states whole (what was done, what was not, what to do
+    next): the command line prints it as it is, without the exception's type, and exits with status 1."""
+
+
 def first_line(err: BaseException) -> str:
     """The first line of an exception's message (its type's name when it has none): a library's error, fit for
     a one-line ConfigError."""

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from raycse.errors import ConfigError, first_line
+from raycse.errors import ConfigError, RunFailed, first_line
 from raycse.files import replace_directory
 from raycse.records import TEST_LABELS
 from raycse.report.load import latest_summary
@@ -45,7 +45,7 @@ TEST_DATASETS = {"STS12": "mteb/sts12-sts", "STS13": "mteb/sts13-sts", "STS14": 
 METRIC = "spearman_cosine"  # sentence-transformers' name for what raycse reports (x100 here, as the papers print)
 
 
-class HubPushError(OSError):
+class HubPushError(RunFailed, OSError):
     """The folder was written but could not be pushed (no network, no token, no permission): exit status 1."""
 
 

@@ -14,15 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from raycse.checks import (
-    CONFIRM_SEEDS_LIMIT,
-    INT_LIMIT,
-    SEED_LIMIT,
-    check_choice,
-    check_name,
-    check_path_text,
-    check_str,
-)
+from raycse.checks import CONFIRM_SEEDS_LIMIT, INT_LIMIT, SEED_LIMIT, check_choice, check_name, check_path_text
 from raycse.config import TrainConfig, check_int, check_number, searchable_settings
 from raycse.errors import ConfigError, shown
 from raycse.strict_yaml import load_settings
@@ -346,11 +338,8 @@ def _paper(raw, where: str) -> dict[str, dict]:
         row = _mapping(row, where, f"paper.{family}")
         _no_unknown(row, {"model", "corpus", "figures"}, where, f"paper.{family}.")
         for key in ("model", "corpus"):  # what the figures were measured on: words shown beside them
-            if row.get(key) is not None:
-                try:
-                    check_str(f"paper.{family}.{key}", row[key])
-                except ConfigError as err:
-                    raise ConfigError(f"{where}: {err}") from None
+            if row.get(key) is not None and (not isinstance(row[key], str) or not row[key].strip()):
+                raise ConfigError(f"{where}: paper.{family}.{key}: must be a non-empty string, got {shown(row[key])}")
         figures = {}
         for task, value in _mapping(row.get("figures"), where, f"paper.{family}.figures").items():
             key = f"paper.{family}.figures.{task}"
