@@ -654,11 +654,12 @@ def test_malformed_export_inputs_are_refused_naming_the_culprit(data, world, wd,
         "--push-to-hub": st.one_of(
             st.sampled_from(["no-owner", "a/b/c", "/name", "owner/", "own er/name", "owner/na--me..", "-/-",
                              "owner/" + "n" * 97]), HUGE, texts(string.punctuation + " é", 1, 12).filter(
-                lambda v: not v.startswith("-"))),
+                lambda v: not v.startswith("-") and not re.fullmatch(r"[\w.-]+/[\w.-]+", v))),  # (may be valid)
     }
     experiment = st.one_of(
         st.sampled_from(["", "   ", "a/b", "a:b", "x\x07"]), texts(min_size=101, max_size=300), HUGE,
-        SAFE_KEYS.filter(lambda k: k != "fuzz-existing" and k.strip() == k and k not in (".", "..")))
+        SAFE_KEYS.filter(lambda k: k != "fuzz-existing" and k.strip() == k and k not in (".", "..")
+                         and not k.startswith("-")))  # (argparse reads '-x' as a flag, and then misses DIR)
     folder = st.one_of(st.sampled_from(["notes.txt", "full", "notes.txt/below", "."]), bad_paths(world))
     how = data.draw(st.sampled_from(["experiment", "dir", "flag"]))
     private = ["--private"] if data.draw(st.booleans()) else []  # a valid flag beside the bad input
