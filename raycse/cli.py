@@ -1,21 +1,24 @@
-"""The `raycse` command line: parse, validate once at the edge, run, print.
+"""The `raycse` command line: parse, call the Python API (raycse/api.py), print.
 
-Every subcommand turns bad input into `raycse: error: <one line>` and exit status 2 (`--debug` shows the
-traceback). Heavy imports (torch, ray, mlflow) happen inside the subcommands so `raycse --help` is instant.
+Exit status, the same for every command: 0 when it did what was asked; 2 for bad input (a flag, a file, a key of a
+space file, a store's address: anything the user can fix), with one line `raycse: error: <message>` naming the
+culprit, found before anything started or was written; 1 when a run that had started fails (a library error, a
+full disk, a search without a single finished trial), with one line giving the reason; 130 when interrupted.
+`--debug` shows the traceback instead. Heavy imports (torch, ray, mlflow) happen inside the subcommands so
+`raycse --help` is instant.
 """
 from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
 import time
-from pathlib import Path
 
-from raycse.errors import ConfigError
-from raycse.files import write_json_atomic
+from raycse import api
+from raycse.errors import ConfigError, RunFailed, first_line, one_line
 
-EXIT_USAGE = 2
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+CONCURRENT_LIMIT = 64  # `raycse bench --concurrent N`: trials sharing one machine
 
 
 class _Parser(argparse.ArgumentParser):
@@ -25,83 +28,56 @@ class _Parser(argparse.ArgumentParser):
         raise ConfigError(message)
 
 
-def _check_writable_dir(flag: str, path: Path) -> None:
-    """A directory we will create or fill must be one, or be creatable: fail now, before any work."""
-    if path.exists():
-        if not path.is_dir():
-            raise ConfigError(f"{flag}: {str(path)!r} exists and is not a directory")
-        if not os.access(path, os.W_OK | os.X_OK):
-            raise ConfigError(f"{flag}: {str(path)!r} is not writable")
-        return
-    first_missing = path
-    while not first_missing.parent.exists():
-        first_missing = first_missing.parent
-    try:  # the only sure test is to try; what this creates is removed again, so nothing is left behind
-        path.mkdir(parents=True)
-    except OSError as err:
-        raise ConfigError(f"{flag}: cannot create {str(path)!r}: {err.strerror}") from None
-    shutil.rmtree(first_missing)
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _add_options(p, options: tuple[api.Option, ...]) -> None:
+    """One flag per option of the Python API: the same names, defaults and rules."""
+    for option in options:
+        if option.kind is bool:
+            if option.default:
+                p.add_argument("--no-" + option.name.replace("_", "-"), dest=option.name, action="store_false",
+                               help=option.help)
+            else:
+                p.add_argument(_flag(option.name), dest=option.name, action="store_true", help=option.help)
+            continue
+        p.add_argument(_flag(option.name), dest=option.name, type=option.kind, default=option.default,
+                       choices=option.choices, metavar=None if option.choices else "X",
+                       help=option.help if option.default is None else f"{option.help} (default: %(default)s)")
+
+
+def _values(args, options: tuple[api.Option, ...]) -> dict:
+    return {option.name: getattr(args, option.name) for option in options}
 
 
 # --------------------------------------------------------------------------------------------- eval
 def _add_eval(sub) -> None:
     p = sub.add_parser("eval", help="score an encoder on STS-B dev / the seven STS tasks")
-    p.add_argument("--model", default="minilm", help="'minilm' (packaged), a local directory or a hub id")
-    p.add_argument("--pooler", default="cls_before_pooler",
-                   help="cls | cls_before_pooler | avg | avg_first_last | avg_top2")
-    p.add_argument("--tasks", default="stsb-dev", choices=["stsb-dev", "sts", "all"])
-    p.add_argument("--batch-size", type=int, default=128)
-    p.add_argument("--max-len", type=int, default=None, help="truncate sentences (default: the model's limit)")
-    p.add_argument("--trust-remote-code", action="store_true")
-    p.add_argument("--output", default=None, help="write the figures as JSON here")
-    p.set_defaults(func=_cmd_eval)
+    _add_options(p, api.EVAL_OPTIONS)
+    p.set_defaults(func=_cmd_eval, parser=p)
 
 
 def _cmd_eval(args) -> int:
-    from raycse.evaluation import format_table, run_eval
-    from raycse.model import POOLERS
+    from raycse.evaluation import format_table
 
-    if args.pooler not in POOLERS:
-        raise ConfigError(f"--pooler: unknown pooler {args.pooler!r} (choose from {', '.join(POOLERS)})")
-    if args.batch_size < 1:
-        raise ConfigError(f"--batch-size: must be >= 1, got {args.batch_size}")
-    if args.output:
-        if Path(args.output).is_dir():
-            raise ConfigError(f"--output: {args.output!r} is a directory; give a file name")
-        _check_writable_dir("--output", Path(args.output).expanduser().parent)
-    results = run_eval(args.model, pooler=args.pooler, tasks=args.tasks, batch_size=args.batch_size,
-                       max_len=args.max_len, trust_remote_code=args.trust_remote_code)
+    results = api.evaluate(**_values(args, api.EVAL_OPTIONS))
     print(format_table(results, title=f"{args.model} ({args.pooler})"))
-    if args.output:
-        write_json_atomic(args.output, results)
-    return 0
-
+    return EXIT_OK
 
 
 # -------------------------------------------------------------------------------------------- train
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
-
-
-def _field_type(field) -> type:
-    annotation = str(field.type)
-    for name, kind in (("bool", bool), ("int", int), ("float", float)):
-        if annotation.split(" | ")[0] == name:
-            return kind
-    return str
-
-
 def _add_train_settings(p) -> None:
     """One flag per TrainConfig field (help text from the field), one per loss hyperparameter (from the registry)."""
     import dataclasses
 
-    from raycse.config import TrainConfig
+    from raycse.config import TrainConfig, field_kind
     from raycse.losses import LOSS_NAMES, hyperparameter_catalogue
 
     for f in dataclasses.fields(TrainConfig):
         if not f.metadata.get("flag", True):
             continue
-        kind, help_text = _field_type(f), f.metadata.get("help", "")
+        kind, help_text = field_kind(f)[0], f.metadata.get("help", "")
         if f.name == "loss":
             help_text = f"the loss: {' | '.join(LOSS_NAMES)}"
         if kind is bool:
@@ -125,72 +101,27 @@ def _add_train(sub) -> None:
     _add_train_settings(p)
     p.add_argument("--output-dir", required=True, help="where best/, last/ and results.json go")
     p.add_argument("--resume", action="store_true", help="continue an interrupted training from output-dir/last")
-    p.add_argument("--tracking-uri", default=None, help="default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db")
+    p.add_argument("--tracking-uri", default=None, help=api.TRACKING_HELP)
     p.add_argument("--no-mlflow", action="store_true", help="do not record the run in MLflow")
-    p.set_defaults(func=_cmd_train)
+    p.set_defaults(func=_cmd_train, parser=p)
 
 
-def _train_config(args):
+def _cmd_train(args) -> int:
     import dataclasses
+    from pathlib import Path
 
     from raycse.config import TrainConfig
     from raycse.losses import hyperparameter_catalogue
 
-    hparams = {name: getattr(args, f"hp_{name}") for name in hyperparameter_catalogue()
-               if getattr(args, f"hp_{name}") is not None}
-    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig) if f.metadata.get("flag", True)}
-    if values["gpus_per_worker"] is None:
-        import torch
-
-        values["gpus_per_worker"] = 1.0 if torch.cuda.is_available() else 0.0
-    config = TrainConfig(**values, hparams=hparams, output_dir=args.output_dir)
-    try:
-        return config.validate()
-    except ConfigError as err:  # name the flag the user typed, not the field behind it
-        if err.key in values or err.key in hparams:
-            message = str(err)
-            detail = message.split(": ", 1)[1] if message.startswith(err.key + ":") else message
-            raise ConfigError(f"{_flag(err.key)}: {detail}", key=err.key) from None
-        raise
-
-
-def _cmd_train(args) -> int:
-    from raycse.data import GlobalBatches, load_examples
-    from raycse.launch import run_training
-    from raycse.model_loading import check_loadable
-
-    config = _train_config(args)
-    output = Path(config.output_dir).expanduser()
-    _check_writable_dir("--output-dir", output)
-    if args.resume:
-        if not (output / "last").is_dir():
-            raise ConfigError(f"--resume: {str(output)!r} holds no last/ checkpoint to resume from")
-        if (output / "results.json").exists():
-            raise ConfigError(f"--resume: {str(output)!r} holds a finished training (results.json)")
-    elif output.is_dir() and any(output.iterdir()):
-        raise ConfigError(f"--output-dir: {str(output)!r} exists and is not empty (pass --resume to continue it)")
-    examples = load_examples(config)  # data errors now, not later; the trainer reuses what was read
-    GlobalBatches(examples, config.batch_size * config.workers, config.seed)
-    for flag, model in (("--model", config.model), ("--complementary", config.complementary)):
-        if model is not None:
-            try:
-                check_loadable(model, config.trust_remote_code)
-            except ConfigError as err:
-                raise ConfigError(f"{flag}: {err}") from None
-    if config.loss in ("dclr",) and config.complementary is None:
-        print("DCLR without --complementary: the frozen complementary model is a copy of the starting weights, "
-              "not the trained SimCSE model the paper uses (raycse search trains one first; pass --complementary "
-              "DIR to use yours).", flush=True)
-    tracking_uri = None
-    if not args.no_mlflow:
-        from raycse.tracking import resolve_tracking_uri
-
-        tracking_uri = resolve_tracking_uri(args.tracking_uri)
-    results = run_training(config, tracking_uri=tracking_uri, resume=args.resume,
-                           examples=examples if config.workers == 1 else None)
+    settings = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig) if f.metadata.get("flag", True)}
+    settings.update({name: getattr(args, f"hp_{name}") for name in hyperparameter_catalogue()
+                     if getattr(args, f"hp_{name}") is not None})
+    results = api.train(output_dir=args.output_dir, resume=args.resume, tracking_uri=args.tracking_uri,
+                        mlflow=not args.no_mlflow, **settings)
+    output = Path(args.output_dir).expanduser()
     print(_summary_table(results))
     print(f"best checkpoint: {output / 'best'}   results: {output / 'results.json'}")
-    return 0
+    return EXIT_OK
 
 
 def _summary_table(results: dict) -> str:
@@ -208,54 +139,14 @@ def _summary_table(results: dict) -> str:
 def _add_search(sub) -> None:
     p = sub.add_parser("search", help="Ray Tune + Optuna search over a search-space file, every trial in MLflow")
     p.add_argument("--space", required=True, help="a search-space file, e.g. search_spaces/focal.yaml")
-    p.add_argument("--num-samples", type=int, default=None, help="search-stage trials (default: the file's)")
-    p.add_argument("--max-concurrent", type=int, default=None, help="trials at once (default: what fits)")
-    p.add_argument("--seed", type=int, default=None, help="the sampler's seed (default: the file's)")
-    p.add_argument("--choose-seeds", type=int, default=None,
-                   help="fresh seeds on which the top configurations are chosen among (default: the file's)")
-    p.add_argument("--judge-seeds", type=int, default=None,
-                   help="fresh seeds on which the winner and the published point are judged (default: the file's)")
-    p.add_argument("--no-confirm", action="store_true",
-                   help="no choosing or judging: the search stage's best, from one seed, unjudged")
-    p.add_argument("--tracking-uri", default=None, help="default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db")
-    p.add_argument("--optuna-storage", default=None, help="the Optuna study's storage (default: optuna.db beside "
-                                                          "a SQLite MLflow store, else in the working directory)")
-    p.add_argument("--storage-path", default="ray_results", help="Tune state and checkpoints (a path or s3://...)")
-    p.add_argument("--budget", default="auto", choices=["auto", "cpu", "full"],
-                   help="auto: the file's cpu_budget when the Ray cluster has no GPU")
-    p.add_argument("--resume", action="store_true", help="continue an interrupted search (either stage)")
-    p.set_defaults(func=_cmd_search)
+    _add_options(p, api.SEARCH_OPTIONS)
+    p.set_defaults(func=_cmd_search, parser=p)
 
 
 def _cmd_search(args) -> int:
-    from raycse.config import check_int
-    from raycse.driver.run import finish, run_search
-    from raycse.driver.state import SearchOptions
-    from raycse.model_loading import check_loadable
-    from raycse.space import load_space
-    from raycse.tracking import resolve_tracking_uri
-
-    for flag, low in (("num_samples", 1), ("max_concurrent", 1), ("choose_seeds", 1), ("judge_seeds", 2)):
-        if getattr(args, flag) is not None:
-            check_int(_flag(flag), getattr(args, flag), low=low)
-    space = load_space(args.space)
-    for key, model in (("model", space.base.model), ("train.complementary", space.base.complementary)):
-        if model is not None:
-            try:
-                check_loadable(model, space.base.trust_remote_code)
-            except ConfigError as err:
-                raise ConfigError(f"{space.path}: {key}: {err}") from None
-    if "://" not in args.storage_path:
-        _check_writable_dir("--storage-path", Path(args.storage_path).expanduser())
-    options = SearchOptions(tracking_uri=resolve_tracking_uri(args.tracking_uri), storage_path=args.storage_path,
-                            resume=args.resume, num_samples=args.num_samples, max_concurrent=args.max_concurrent,
-                            seed=args.seed, budget=args.budget, choose_seeds=args.choose_seeds,
-                            judge_seeds=args.judge_seeds,
-                            confirm=not args.no_confirm, optuna_storage=args.optuna_storage,
-                            started_at=args.started_at)
     from raycse.report.tables import format_search_summary, format_timings
 
-    outcome = run_search(space, options)
+    outcome = api.search(args.space, **_values(args, api.SEARCH_OPTIONS), started_at=args.started_at)
     print(format_search_summary(outcome.summary), flush=True)
     if outcome.best_checkpoint:
         print(f"Best checkpoint: {outcome.best_checkpoint}")
@@ -263,32 +154,30 @@ def _cmd_search(args) -> int:
           f"{outcome.model_version}")
     if outcome.summary.get("report"):
         print(f"Report: {outcome.summary['report']}")
-    finish(outcome, options.tracking_uri)
     print(format_timings(outcome.timings))
+    if outcome.winner is None:
+        print("raycse: error: the search has no answer: no configuration finished a run (each trial's reason is in "
+              "the table above)", file=sys.stderr)
+        return EXIT_FAILED
     if outcome.model_version is not None:  # last: what to do next
         from raycse.export import export_command
 
-        print(f"Export the winner with its model card: {export_command(outcome.experiment, options.tracking_uri)}")
-    return 0 if outcome.winner is not None else 1
+        uri = api.resolve_tracking_uri(args.tracking_uri)  # the search's store, checked by it already
+        print(f"Export the winner with its model card: {export_command(outcome.experiment, uri)}")
+    return EXIT_OK
 
 
 # ------------------------------------------------------------------------------------------- report
 def _add_report(sub) -> None:
     p = sub.add_parser("report", help="tables and plots of an MLflow experiment written by raycse search")
     p.add_argument("experiment", help="the MLflow experiment name (the space file's 'experiment')")
-    p.add_argument("--tracking-uri", default=None, help="default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db")
-    p.add_argument("--optuna-storage", default=None, help="default: the storage the search recorded")
-    p.add_argument("--output-dir", default="report", help="where index.html (and its images, also inline) go")
-    p.set_defaults(func=_cmd_report)
+    _add_options(p, api.REPORT_OPTIONS)
+    p.set_defaults(func=_cmd_report, parser=p)
 
 
 def _cmd_report(args) -> int:
-    from raycse.report import report_experiment
-    from raycse.tracking import resolve_tracking_uri
-
-    print(report_experiment(resolve_tracking_uri(args.tracking_uri), args.experiment, Path(args.output_dir),
-                            args.optuna_storage))
-    return 0
+    print(api.report(args.experiment, **_values(args, api.REPORT_OPTIONS)))
+    return EXIT_OK
 
 
 # ------------------------------------------------------------------------------------------- export
@@ -297,27 +186,17 @@ def _add_export(sub) -> None:
                                       "folder with a model card (README.md)")
     p.add_argument("experiment", help="the MLflow experiment name (the space file's 'experiment')")
     p.add_argument("dir", help="the folder to write (new, or empty)")
-    p.add_argument("--tracking-uri", default=None, help="default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db")
-    p.add_argument("--push-to-hub", default=None, metavar="REPO_ID",
-                   help="then upload the folder to this Hugging Face Hub repository (OWNER/NAME)")
-    p.add_argument("--private", action="store_true", help="with --push-to-hub: create the repository private")
-    p.set_defaults(func=_cmd_export)
+    _add_options(p, api.EXPORT_OPTIONS)
+    p.set_defaults(func=_cmd_export, parser=p)
 
 
 def _cmd_export(args) -> int:
-    from raycse.export import check_repo_id, check_target, export_winner, push_to_hub
-    from raycse.tracking import resolve_tracking_uri
-
-    if args.push_to_hub is not None:
-        check_repo_id(args.push_to_hub)
-    check_target(Path(args.dir).expanduser())
-    result = export_winner(resolve_tracking_uri(args.tracking_uri), args.experiment, Path(args.dir),
-                           model_id=args.push_to_hub)
+    result = api.export(args.experiment, args.dir, **_values(args, api.EXPORT_OPTIONS))
     print(f"Exported the winner of {args.experiment!r} (parent run {result.parent_run_id}) to {result.folder}: "
           f"SentenceTransformer({str(result.folder)!r}) loads it; its model card is {result.folder / 'README.md'}")
     if args.push_to_hub is not None:
-        print(f"Pushed to {push_to_hub(result.folder, args.push_to_hub, private=args.private)}")
-    return 0
+        print(f"Pushed to {result.url}")
+    return EXIT_OK
 
 
 # -------------------------------------------------------------------------------------------- bench
@@ -348,13 +227,18 @@ def _add_bench(sub) -> None:
                         "dropout in one chunk (step time, peak memory)")
     p.add_argument("--cached-batch-size", type=int, default=512, help="with --cached: the large batch (default 512)")
     p.add_argument("--output", default=None, help="write the figures as JSON here")
-    p.set_defaults(func=_cmd_bench)
+    p.set_defaults(func=_cmd_bench, parser=p)
 
 
 def _cmd_bench(args) -> int:
     from raycse.bench.concurrent import format_concurrent, run_concurrent
     from raycse.bench.step import BenchOptions, format_table, run_bench
+    from raycse.checks import check_int, check_writable_file
+    from raycse.files import write_json_atomic
 
+    for name in ("output", "profile"):
+        if getattr(args, name) is not None:
+            check_writable_file(name, getattr(args, name))
     if args.cached:
         return _cmd_bench_cached(args)
     options = BenchOptions(shape=args.shape, loss=args.loss or BenchOptions.loss, batch_size=args.batch_size,
@@ -362,8 +246,8 @@ def _cmd_bench(args) -> int:
                            precision=args.precision, eval=not args.no_eval, baseline=not args.no_baseline,
                            profile=args.profile).validate()
     if args.concurrent is not None:
-        if args.concurrent < 1:
-            raise ConfigError(f"--concurrent: must be >= 1, got {args.concurrent}")
+        check_int("concurrent", args.concurrent, low=1, high=CONCURRENT_LIMIT)
+    if args.concurrent is not None:
         results = run_concurrent(options, args.concurrent)
         print(format_concurrent(results))
     else:
@@ -371,11 +255,12 @@ def _cmd_bench(args) -> int:
         print(format_table(results))
     if args.output:
         write_json_atomic(args.output, results)
-    return 0
+    return EXIT_OK
 
 
 def _cmd_bench_cached(args) -> int:
     from raycse.bench.cached import CachedBenchOptions, format_cached, parse_losses, run_cached_bench
+    from raycse.files import write_json_atomic
 
     options = CachedBenchOptions(shape=args.shape, losses=parse_losses(args.loss or "all"),
                                  batch_size=args.batch_size, cached_batch_size=args.cached_batch_size,
@@ -385,7 +270,7 @@ def _cmd_bench_cached(args) -> int:
     print(format_cached(results))
     if args.output:
         write_json_atomic(args.output, results)
-    return 0
+    return EXIT_OK
 
 
 # --------------------------------------------------------------------------------------------- main
@@ -424,35 +309,55 @@ def _quiet_libraries() -> None:
         pass
 
 
+def _culprit_as_flag(err: ConfigError, parser: argparse.ArgumentParser | None) -> str:
+    """The message, naming the flag the user typed rather than the setting behind it: '--batch-size: ...' for
+    'batch_size: ...', '--tau: tau=0 is out of range ...' for a hyperparameter's 'tau=0 is out of range ...'. (A
+    ConfigError carries a key only when its message is about that setting; one about a file starts with the file.)"""
+    message = str(err)
+    if parser is None or not err.key:
+        return message
+    flags = {action.dest.removeprefix("hp_"): action.option_strings[-1] for action in parser._actions
+             if action.option_strings and action.dest != "help"}
+    flag = flags.get(err.key)
+    if flag is None:
+        return message
+    if message.startswith(f"{err.key}:"):
+        return flag + message[len(err.key):]
+    return f"{flag}: {message}"
+
+
 def main(argv: list[str] | None = None) -> int:
     started_at = time.perf_counter()  # a search's time_total_s runs from here
-    argv = sys.argv[1:] if argv is None else argv
+    argv = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in argv
     if "-h" not in argv and "--help" not in argv:
         _quiet_libraries()
+    subparser = None
     try:
         args = build_parser().parse_args(argv)
-        args.started_at = started_at
+        args.started_at, subparser = started_at, args.parser
         return args.func(args)
-    except ConfigError as err:
+    except ConfigError as err:  # bad input, found before anything started: exit 2
         if debug:
             raise
-        print(f"raycse: error: {err}", file=sys.stderr)
+        print(f"raycse: error: {one_line(_culprit_as_flag(err, subparser))}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("raycse: interrupted", file=sys.stderr)
-        return 130
-    except OSError as err:  # disk full, permission denied, ...: the user's environment, not a bug
+        return EXIT_INTERRUPTED
+    except RunFailed as err:  # a run that failed, said whole (export's push): one line, exit 1
         if debug:
             raise
-        print(f"raycse: error: {err}", file=sys.stderr)
-        return 1
-    except Exception as err:  # a bug or a library failure: one line, the traceback behind --debug
+        print(f"raycse: error: {one_line(str(err))}", file=sys.stderr)
+        return EXIT_FAILED
+    except Exception as err:  # a run that failed (disk full, a library's error, a bug): one line, exit 1
         if debug:
             raise
-        message = str(err).strip().splitlines()[0] if str(err).strip() else ""
-        print(f"raycse: error: {type(err).__name__}: {message} (run with --debug for the traceback)", file=sys.stderr)
-        return 1
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else first_line(err)
+        where = f" ({err.filename})" if isinstance(err, OSError) and err.filename else ""
+        print(f"raycse: error: {one_line(f'{type(err).__name__}: {reason}{where}')} (run with --debug for the "
+              "traceback)", file=sys.stderr)
+        return EXIT_FAILED
 
 
 if __name__ == "__main__":

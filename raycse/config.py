@@ -1,39 +1,57 @@
 """Plain dataclasses for one training, validated once, at the edge.
 
-The command line and the search-space files both end up here: `TrainConfig.validate()` is the single place
-that checks what a user can get wrong about a training, and it raises `ConfigError` naming the field. Each
-field's metadata carries its help text, so `raycse train`'s flags are generated from this class (cli.py)
-and a new setting is one new field. Loss hyperparameters (tau, m, lambda, ...) are validated by the loss
-registry, which owns their ranges and generates their flags.
+The command line, the Python API and the search-space files all end up here. Each TrainConfig field is declared
+with `setting(...)`, whose metadata says everything about it: its help text (`raycse train`'s flags are generated
+from it), whether a space may search it, and its rules: its type (the annotation), its range (`low`, `high`,
+`strict`), its `choices`, a `check` of its value (a file that must exist) and a `read` rule that opens what it
+names far enough to know the run can use it (raycse/inputs.py). So a new setting is one new field, and its rules
+sit beside it rather than in the code that first uses the value.
 
-The number checks at the bottom are the package's only ones: space files, the benchmark and the command line
-call them too.
+`TrainConfig.validate()` applies every field's rules and the rules between fields (a loss that needs NLI data, a
+batch too small for the loss to have a negative, evaluations beyond the run); it reads nothing and is cheap
+enough for every corner of a search space. `TrainConfig.open_inputs()` then opens what the settings name, once,
+before anything starts. Loss hyperparameters (tau, m, lambda, ...) are validated by the loss registry, which owns
+their ranges and generates their flags.
 """
 from __future__ import annotations
 
 import dataclasses
-import math
-import numbers
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
+from raycse import inputs
+from raycse.checks import (
+    INT_LIMIT,
+    SEED_LIMIT,
+    check_bool,
+    check_choice,
+    check_int,
+    check_number,
+    check_str,
+)
 from raycse.data import BUNDLED_CORPUS, BUNDLED_NLI
-from raycse.errors import ConfigError
+from raycse.errors import ConfigError, shown
 from raycse.model import AUTO_POOLER, POOLERS, resolve_poolers
+
+__all__ = ["TrainConfig", "check_int", "check_number", "searchable_settings", "setting"]
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 COMPILE_POLICIES = ("auto", "always", "never")
 
 
 def setting(default: Any = None, help: str = "", *, searchable: bool = False, choices: tuple | None = None,
-            factory: Any = None, flag: bool = True) -> Any:
-    """A TrainConfig field with what the command line and the space files need to know about it.
+            factory: Any = None, flag: bool = True, low: float | None = None, high: float | None = None,
+            strict: bool = False, check: Any = None, read: Any = None) -> Any:
+    """A TrainConfig field with what the command line, the space files and validation need to know about it.
 
     searchable: a space file may search it like a loss hyperparameter (lr, batch_size, pooler, ...).
     flag: `raycse train` gets a --flag for it (hparams and output_dir are handled on their own).
+    low, high, strict: the range of a number (an integer's `high` defaults to what every library takes whole).
+    check: `check(name, value)` raises ConfigError when the value cannot be right (cheap: at most a stat).
+    read: `read(config, name, cache)` opens what the value names far enough to know the run can use it.
     """
-    metadata = {"help": help, "searchable": searchable, "choices": choices, "flag": flag}
+    metadata = {"help": help, "searchable": searchable, "choices": choices, "flag": flag, "low": low, "high": high,
+                "strict": strict, "check": check, "read": read}
     if factory is not None:
         return field(default_factory=factory, metadata=metadata)
     return field(default=default, metadata=metadata)
@@ -43,7 +61,8 @@ def setting(default: Any = None, help: str = "", *, searchable: bool = False, ch
 class TrainConfig:
     """Everything one training needs. Defaults are SimCSE's unsupervised recipe on the packaged MiniLM."""
 
-    model: str = setting("minilm", "'minilm' (the packaged all-MiniLM-L6-v2), a local model directory or a hub id")
+    model: str = setting("minilm", "'minilm' (the packaged all-MiniLM-L6-v2), a local model directory or a hub id",
+                         check=inputs.check_model, read=inputs.open_model)
     loss: str = setting("simcse", "the loss (see `raycse train --help` for the list)")
     reg: str | None = setting(None, "add a regulariser with weight --lambda: dcl | barlow")
     hparams: dict[str, float] = setting(help="loss hyperparameters under the papers' names", factory=dict, flag=False)
@@ -54,45 +73,54 @@ class TrainConfig:
                                       "cls_before_pooler for unsupervised cls training)",
                                       choices=POOLERS)
     batch_size: int = setting(64, "sentences (or triplets) per step and worker; W workers act as one batch of "
-                              "W x batch_size", searchable=True)
+                              "W x batch_size", searchable=True, low=1)
     mini_batch_size: int | None = setting(None, "gradient caching (GradCache): encode each batch in chunks of this "
                                           "many sentences (or triplets) per worker, so that a batch far larger than "
                                           "fits in memory trains with the same gradients as if it fitted. Dropout "
                                           "masks are then keyed by sentence, not drawn from torch's RNG, so a run "
                                           "with it differs from one without it as two seeds do; the uncached "
                                           "reference run is the same command with --mini-batch-size equal to "
-                                          "--batch-size (default: off, torch's dropout)", searchable=True)
-    lr: float = setting(3e-5, "peak learning rate of AdamW (linear decay, no warm-up)", searchable=True)
-    weight_decay: float = setting(0.0, "AdamW weight decay", searchable=True)
+                                          "--batch-size (default: off, torch's dropout)", searchable=True, low=1)
+    lr: float = setting(3e-5, "peak learning rate of AdamW (linear decay, no warm-up)", searchable=True, low=0.0,
+                        strict=True)
+    weight_decay: float = setting(0.0, "AdamW weight decay", searchable=True, low=0.0)
     max_grad_norm: float = setting(1.0, "clip the gradient to this global norm, as the papers' Hugging Face "
-                                   "Trainer does (0 turns clipping off)", searchable=True)
-    epochs: int = setting(1, "passes over the training data")
-    max_steps: int | None = setting(None, "stop after this many steps (when fewer than the epochs give)")
-    eval_steps: int = setting(125, "score the objective every this many steps (and at the last step)")
-    max_len: int = setting(32, "truncate training sentences to this many tokens", searchable=True)
+                                   "Trainer does (0 turns clipping off)", searchable=True, low=0.0)
+    epochs: int = setting(1, "passes over the training data", low=1)
+    max_steps: int | None = setting(None, "stop after this many steps (when fewer than the epochs give)", low=1)
+    eval_steps: int = setting(125, "score the objective every this many steps (and at the last step)", low=1)
+    # 3 tokens: [CLS], one of the sentence's and [SEP]; fewer leave every sentence the same input
+    max_len: int = setting(32, "truncate training sentences to this many tokens", searchable=True, low=3)
     objective: str = setting("stsb_dev", "what selects the best checkpoint and drives the search: stsb_dev "
                              "(STS-B dev Spearman), sts_dev_avg (mean of STS-B dev and SICK-R dev, as DCLR "
-                             "selects), or a TSV/CSV file of sentence pairs with gold scores")
+                             "selects), or a TSV/CSV file of sentence pairs with gold scores",
+                             check=inputs.check_objective, read=inputs.open_objective)
     objective_columns: str | None = setting(None, "for an objective file: its two sentence columns and score "
-                                            "column, comma-separated (default: sentence1,sentence2,score)")
+                                            "column, comma-separated (default: sentence1,sentence2,score)",
+                                            check=inputs.check_dev_columns)
     corpus: str = setting(BUNDLED_CORPUS, "unsupervised sentences: a text file (one a line), an http(s) URL or "
-                          "hf:NAME[:SPLIT[:COLUMN]] (default: the bundled Wikipedia sample)")
+                          "hf:NAME[:SPLIT[:COLUMN]] (default: the bundled Wikipedia sample)",
+                          check=inputs.check_corpus, read=inputs.open_training_data)
     sup_data: str | None = setting(None, "supervised triplets: an NLI csv with sent0, sent1, hard_neg (SimCSE's "
-                                   f"format), or '{BUNDLED_NLI}' (a small demonstration set built from SICK)")
+                                   f"format), or '{BUNDLED_NLI}' (a small demonstration set built from SICK)",
+                                   check=inputs.check_nli, read=inputs.open_training_data)
     replace_bad_bytes: bool = setting(False, "decode non-UTF-8 corpus bytes as U+FFFD instead of stopping")
-    max_sentences: int | None = setting(None, "use only the first N sentences (or triplets) of the data")
-    seed: int = setting(42, "fixes initialisation, data order, dropout masks and noise negatives")
-    workers: int = setting(1, "data-parallel workers (Ray Train); negatives are gathered across them")
-    gpus_per_worker: float = setting(0.0, "GPUs per worker (fractions share a GPU)")
+    max_sentences: int | None = setting(None, "use only the first N sentences (or triplets) of the data", low=1)
+    seed: int = setting(42, "fixes initialisation, data order, dropout masks and noise negatives", low=0,
+                        high=SEED_LIMIT)
+    workers: int = setting(1, "data-parallel workers (Ray Train); negatives are gathered across them", low=1)
+    gpus_per_worker: float = setting(0.0, "GPUs per worker (fractions share a GPU)", low=0.0)
     complementary: str | None = setting(None, "DCLR's frozen complementary model (the paper: a trained SimCSE "
-                                        "model; default: a frozen copy of the start weights)")
+                                        "model; default: a frozen copy of the start weights)",
+                                        check=inputs.check_complementary, read=inputs.open_model)
     precision: str = setting("auto", "auto: bf16 autocast on CUDA (fp16 where unsupported), fp32 on CPU",
                              choices=PRECISIONS)
     compile: str = setting("auto", "torch.compile with CUDA graphs (CUDA only): auto compiles when the "
                            "training's steps repay the compile time", choices=COMPILE_POLICIES)
     test_eval: bool = setting(True, "score the best checkpoint on the seven STS test tasks at the end")
     trust_remote_code: bool = setting(False, "let transformers run code shipped with the model")
-    output_dir: str | None = setting(None, "where best/, last/ and results.json go", flag=False)
+    output_dir: str | None = setting(None, "where best/, last/ and results.json go", flag=False,
+                                     check=inputs.check_output_dir)
 
     @property
     def supervised(self) -> bool:
@@ -107,86 +135,102 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, values: dict[str, Any], where: str = "config") -> TrainConfig:
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - known)
+        return cls(**cls.check_values(values, where))
+
+    @classmethod
+    def check_values(cls, values: dict[str, Any], where: str = "config") -> dict[str, Any]:
+        """Settings given by name (a space file's `train:`): each a known field, of its type and range."""
+        known = {f.name: f for f in dataclasses.fields(cls)}
+        unknown = sorted(set(map(str, values)) - set(known))
         if unknown:
-            raise ConfigError(f"{where}: unknown training setting {unknown[0]!r} (known: {', '.join(sorted(known))})",
-                              key=unknown[0])
-        return cls(**values)
+            raise ConfigError(f"{where}: unknown training setting {shown(unknown[0])} (known: "
+                              f"{', '.join(sorted(known))})")
+        for name, value in values.items():
+            try:
+                check_setting(known[name], value)
+            except ConfigError as err:
+                raise ConfigError(f"{where}: {err}") from None
+        return values
 
     def validate(self) -> TrainConfig:
-        """Check every field once; return self so calls chain. Builds the loss to validate its hyperparameters."""
-        from raycse.evaluation import build_objective
+        """Apply every field's rules, then the rules between fields; return self so calls chain. Reads nothing
+        (the loss is built to validate its hyperparameters): `open_inputs` reads."""
         from raycse.losses import build_loss
-        from raycse.model_loading import resolve_model_path
 
-        for name in ("batch_size", "epochs", "eval_steps", "max_len", "workers"):
-            check_int(name, getattr(self, name), low=1)
-        for name in ("max_steps", "max_sentences", "mini_batch_size"):
-            if getattr(self, name) is not None:
-                check_int(name, getattr(self, name), low=1)
+        for f in dataclasses.fields(self):
+            check_setting(f, getattr(self, f.name))
         if self.mini_batch_size is not None and self.mini_batch_size > self.batch_size:
             raise ConfigError.at("mini_batch_size", f"must be at most batch_size ({self.batch_size}), got "
                                                     f"{self.mini_batch_size}: it is how many of a batch's sentences "
                                                     f"are encoded at once")
-        check_int("seed", self.seed)
-        check_number("lr", self.lr, low=0.0, strict=True)
-        for name in ("weight_decay", "max_grad_norm", "gpus_per_worker"):
-            check_number(name, getattr(self, name), low=0.0)
-        for f in dataclasses.fields(self):
-            choices, value = f.metadata.get("choices"), getattr(self, f.name)
-            if choices and value is not None and value not in choices:
-                raise ConfigError.at(f.name, f"{value!r} is not one of {', '.join(choices)}")
-        try:
-            resolve_model_path(self.model)  # a missing local directory fails now; hub ids are checked on load
-        except ConfigError as err:
-            raise ConfigError.at("model", str(err)) from None
         loss = build_loss(self.loss, self.reg, **self.hparams)  # raises ConfigError naming the hyperparameter
         if loss.needs_hard_neg and self.sup_data is None:
             raise ConfigError.at("sup_data", f"loss {self.loss!r} is supervised: give an NLI csv with sent0, sent1, "
                                              f"hard_neg, or '{BUNDLED_NLI}'")
-        if self.sup_data not in (None, BUNDLED_NLI) and not Path(self.sup_data).expanduser().is_file():
-            raise ConfigError.at("sup_data", f"file {self.sup_data!r} does not exist")
-        if self.complementary is not None and "://" not in self.complementary \
-                and not Path(self.complementary).expanduser().exists():
-            raise ConfigError.at("complementary", f"path {self.complementary!r} does not exist")
-        if self.corpus != BUNDLED_CORPUS and "://" not in self.corpus and not self.corpus.startswith("hf:"):
-            if not Path(self.corpus).expanduser().is_file():
-                raise ConfigError.at("corpus", f"file {self.corpus!r} does not exist")
-        try:
-            build_objective(self.objective, self.objective_columns)
-        except ConfigError as err:
-            message = str(err)
-            key = "objective_columns" if message.startswith("objective_columns") else "objective"
-            raise ConfigError(message if message.startswith(key) else f"{key}: {message}", key=key) from None
+        if self.objective_columns is not None and self.objective in _named_objectives():
+            raise ConfigError.at("objective_columns", f"{shown(self.objective_columns)} only applies to a "
+                                                      f"development file, not to {self.objective}")
+        rows, (needed, why) = self.batch_size * self.workers, loss.rows_needed(self.supervised)
+        if rows < needed:
+            raise ConfigError.at("batch_size", f"{self.batch_size} x {self.workers} worker(s) gives loss "
+                                               f"{loss.name!r} {rows} row(s) a step and it needs at least {needed}: "
+                                               f"{why}, so it could not learn")
+        if self.max_steps is not None and self.eval_steps > self.max_steps:
+            raise ConfigError.at("eval_steps", f"{self.eval_steps} is beyond the run's {self.max_steps} step(s) "
+                                               "(max_steps): the objective would be scored once, at the end, so "
+                                               "nothing selects a checkpoint")
         return self
+
+    def open_inputs(self, cache: dict | None = None) -> list | None:
+        """Open what the settings name (each field's `read` rule: the model, the objective, the training data),
+        far enough to know the run can use it; returns the training examples read. `cache` shares the files read
+        between the configurations of one search."""
+        return inputs.open_all(self, dataclasses.fields(self), cache)
+
+
+def _named_objectives() -> tuple[str, ...]:
+    from raycse.evaluation import OBJECTIVES
+
+    return OBJECTIVES
+
+
+def field_kind(f: dataclasses.Field) -> tuple[type, bool]:
+    """(the type a field holds, whether None is allowed), from its annotation ('int | None', 'dict[str, float]')."""
+    parts = [part.strip() for part in str(f.type).split("|")]
+    base = parts[0].split("[")[0]
+    return {"int": int, "float": float, "bool": bool, "dict": dict}.get(base, str), "None" in parts
+
+
+def check_setting(f: dataclasses.Field, value: Any) -> None:
+    """One field's rules: its type, range and choices from the metadata, then its `check`."""
+    kind, optional = field_kind(f)
+    name, meta = f.name, f.metadata
+    if value is None:
+        if optional:
+            return
+        raise ConfigError.at(name, f"must be given ({kind.__name__}), got nothing (null)")
+    if kind is int:
+        check_int(name, value, low=meta.get("low"), high=INT_LIMIT if meta.get("high") is None else meta["high"])
+    elif kind is float:
+        check_number(name, value, low=meta.get("low"), strict=meta.get("strict", False), high=meta.get("high"))
+    elif kind is bool:
+        check_bool(name, value)
+    elif kind is dict:
+        if not isinstance(value, dict) or not all(isinstance(key, str) for key in value):
+            raise ConfigError.at(name, f"must be a mapping of names to numbers, got {shown(value)}")
+    else:
+        check_str(name, value)
+    if meta.get("choices"):
+        check_choice(name, value, meta["choices"])
+    if meta.get("check") is not None:
+        try:
+            meta["check"](name, value)
+        except ConfigError as err:
+            if err.key is not None:
+                raise
+            raise ConfigError(str(err) if str(err).startswith(f"{name}:") else f"{name}: {err}", key=name) from None
 
 
 def searchable_settings() -> tuple[str, ...]:
     """The training settings a space file may search beside the loss hyperparameters."""
     return tuple(f.name for f in dataclasses.fields(TrainConfig) if f.metadata.get("searchable"))
-
-
-# ------------------------------------------------------------------------------------------- number checks
-def check_int(name: str, value: Any, low: int | None = None) -> int:
-    """An int (never a bool) >= low, or a ConfigError naming `name`."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or (low is not None and value < low):
-        bound = f" >= {low}" if low is not None else ""
-        raise ConfigError.at(name, f"must be an integer{bound}, got {value!r}")
-    return int(value)
-
-
-def check_number(name: str, value: Any, low: float | None = None, strict: bool = False,
-                 high: float | None = None) -> float:
-    """A finite real number (never a bool) above `low` (strictly if `strict`) and at most `high`."""
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
-    if ok and low is not None:
-        ok = value > low if strict else value >= low
-    if ok and high is not None:
-        ok = value <= high
-    if not ok:
-        bounds = [f"{'>' if strict else '>='} {low:g}" if low is not None else "",
-                  f"<= {high:g}" if high is not None else ""]
-        bound = " and ".join(b for b in bounds if b)
-        raise ConfigError.at(name, f"must be a finite number{' ' + bound if bound else ''}, got {value!r}")
-    return float(value)

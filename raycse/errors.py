@@ -24,6 +24,38 @@ class ConfigError(ValueError):
         return cls(f"{key}: {detail}", key=key)
 
 
+QUOTE_LIMIT = 200  # characters of a user's value that an error message quotes
+
+
+def shown(value, limit: int = QUOTE_LIMIT) -> str:
+    """`repr(value)` for an error message, cut to about `limit` characters (its start and its end, where a path's
+    file name is): a message quotes what the user gave, never all of a ten-million-character value."""
+    if isinstance(value, str) and len(value) > limit:
+        head, tail = limit * 2 // 3, limit // 3
+        return f"{value[:head]!r}...{value[-tail:]!r} ({len(value):,} characters)"
+    try:
+        text = repr(value)
+    except ValueError:  # an integer beyond Python's 4300 digits of text
+        return f"an integer of about {int(value.bit_length() * 0.30103):,} digits"
+    if len(text) > limit:
+        return f"{text[:limit]}... ({type(value).__name__}, {len(text):,} characters as text)"
+    return text
+
+
+def one_line(text: str, limit: int = 1000) -> str:
+    """A message as one printable line of about `limit` characters at most: an over-long middle is cut, and line
+    breaks and other control characters (a file name may hold them) are escaped."""
+    if len(text) > limit:
+        head, tail = limit * 2 // 3, limit // 4
+        text = f"{text[:head]} ...[{len(text) - head - tail:,} characters cut]... {text[-tail:]}"
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
+
+
+class RunFailed(Exception):
+    """A run that had started failed, for a reason its message states whole (what was done, what was not, what to do
+    next): the command line prints it as it is, without the exception's type, and exits with status 1."""
+
+
 def first_line(err: BaseException) -> str:
     """The first line of an exception's message (its type's name when it has none): a library's error, fit for
     a one-line ConfigError."""

@@ -233,14 +233,14 @@ def build_objective(spec: str, columns: str | None = None, data_dir: str | Path 
             for key in _COMPONENTS_OF_OBJECTIVE[spec]
         }
         return DevObjective(spec, _DESCRIPTION_OF_OBJECTIVE[spec], pairs)
-    names = _dev_columns(columns)  # a bad --objective-columns is reported even when the path is wrong too
+    names = dev_columns(columns)  # a bad --objective-columns is reported even when the path is wrong too
     path = Path(spec).expanduser()
     if not path.is_file():
         raise ConfigError(f"objective: {spec!r} is neither {', '.join(OBJECTIVES)} nor an existing file")
     return DevObjective("dev_file", str(path), {"dev_file": load_dev_file(path, names)})
 
 
-def _dev_columns(columns: str | None) -> tuple[str, str, str]:
+def dev_columns(columns: str | None) -> tuple[str, str, str]:
     if columns is None:
         columns = DEFAULT_DEV_COLUMNS
     names = tuple(name.strip() for name in str(columns).split(","))

@@ -22,13 +22,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from raycse.errors import ConfigError, first_line
+from raycse.errors import ConfigError, RunFailed, first_line
 from raycse.files import replace_directory
 from raycse.records import TEST_LABELS
 from raycse.report.load import latest_summary
 from raycse.report.tables import fmt, fmt_params, score
 from raycse.stats import Interval, format_interval, format_std
-from raycse.tracking import Tracker, resolve_tracking_uri
+from raycse.stores import resolve_tracking_uri
+from raycse.tracking import Tracker
 
 CHECKPOINT_ARTIFACT = "best_checkpoint"  # the parent run's registered checkpoint (driver/stages/record.py)
 CARD_FILE = "README.md"
@@ -44,7 +45,7 @@ TEST_DATASETS = {"STS12": "mteb/sts12-sts", "STS13": "mteb/sts13-sts", "STS14": 
 METRIC = "spearman_cosine"  # sentence-transformers' name for what raycse reports (x100 here, as the papers print)
 
 
-class HubPushError(OSError):
+class HubPushError(RunFailed, OSError):
     """The folder was written but could not be pushed (no network, no token, no permission): exit status 1."""
 
 
@@ -310,6 +311,7 @@ class ExportResult:
     folder: Path
     parent_run_id: str
     card: Any  # huggingface_hub.ModelCard
+    url: str | None = None  # the Hub repository's, once pushed
 
 
 def check_target(out_dir: Path) -> None:

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from raycse.checks import CONFIRM_SEEDS_LIMIT, INT_LIMIT, SEED_LIMIT, check_choice, check_name, check_path_text
+from raycse.checks import mapping as _mapping
+from raycse.checks import no_unknown as _no_unknown
 from raycse.config import TrainConfig, check_int, check_number, searchable_settings
-from raycse.errors import ConfigError, first_line
+from raycse.errors import ConfigError, shown
+from raycse.strict_yaml import load_settings
 
 DISTRIBUTIONS = ("uniform", "loguniform", "int", "categorical")
 TRAIN_SEARCHABLE = searchable_settings()  # training settings a space may search (lr, batch_size, pooler, ...)
@@ -33,6 +34,7 @@ RESOURCE_KEYS = {"workers", "gpus_per_worker", "cpus_per_worker"}
 CONFIRM_KEYS = {"top_k", "choose_seeds", "judge_seeds"}
 BUDGET_KEYS = {"num_samples", "train", "resources", "test_eval", "max_concurrent", "scheduler", "confirm", "space"}
 TEST_EVAL = ("all", "best", "none")
+SPACE_FILE_BYTES = 1 << 20  # the shipped files are 2 to 4 KB
 
 
 @dataclass
@@ -193,6 +195,19 @@ class SearchSpace:
         return json.dumps({"family": family, **{k: params[k] for k in sorted(params)}}, sort_keys=False,
                           separators=(",", ":"))
 
+    def corners(self):
+        """(family, corner, TrainConfig) for the fixed settings, each searched parameter at each end of its range
+        (each choice of a categorical) and the published point, with this space's workers: what validation checks,
+        so that every configuration the search can sample is valid."""
+        for family_name, family in self.families.items():
+            corners = [{}] + [{param: value} for param, dist in family.space.items() for value in dist.extremes()]
+            corners.append(dict(family.published))
+            for corner in corners:
+                sampled = {"loss": family_name, family_name: corner} if self.conditional else corner
+                config = dataclasses.replace(self.trial_config(sampled), workers=self.resources.workers,
+                                             gpus_per_worker=self.resources.gpus_per_worker)
+                yield family_name, corner, config
+
     def with_cpu_budget(self) -> SearchSpace:
         """No GPU: a copy with the settings the file's cpu_budget names replaced (fewer, shorter trials)."""
         if not self.cpu_budget:
@@ -228,26 +243,36 @@ def _override_space(family: Family, overrides: dict[str, Distribution | None]) -
 
 # ------------------------------------------------------------------------------------------ loading
 def load_space(path: str | Path) -> SearchSpace:
+    where = check_path_text("space file", str(path))
     path = Path(path)
-    where = str(path)
     if not path.is_file():
-        raise ConfigError(f"space file {where!r} does not exist")
+        raise ConfigError(f"space file {shown(where)} " + ("is a directory" if path.is_dir() else "does not exist"))
+    size = path.stat().st_size
+    if size > SPACE_FILE_BYTES:  # read no further: parsing megabytes of YAML takes minutes
+        raise ConfigError(f"{where}: {size:,} bytes, more than a space file's {SPACE_FILE_BYTES:,} (is it the right "
+                          "file?)")
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError:
-        raise ConfigError(f"{where}: not a UTF-8 text file") from None
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        line = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(err, "problem", None) or first_line(err)
-        raise ConfigError(f"{where}: YAML syntax error{line}: {problem}") from None
+        raw = load_settings(path.read_text(encoding="utf-8"), where)  # a key written twice is an error
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{where}: not a UTF-8 text file (byte {err.object[err.start]:#04x} at offset "
+                          f"{err.start})") from None
+    except OSError as err:
+        raise ConfigError(f"{where}: cannot read it ({err.strerror})") from None
     if not isinstance(raw, dict):
-        raise ConfigError(f"{where}: expected a mapping of settings at the top level")
+        raise ConfigError(f"{where}: expected a mapping of settings at the top level, got "
+                          f"{'an empty file' if raw is None else type(raw).__name__}")
     return parse_space(raw, where)
 
 
 def parse_space(raw: dict, where: str) -> SearchSpace:
     _no_unknown(raw, TOP_KEYS, where, "")
+    experiment = raw.get("experiment")
+    try:  # the name becomes Tune's directory, the MLflow experiment, the study and the registered model
+        experiment = check_name("experiment", f"raycse-{Path(where).stem}" if experiment is None else experiment)
+        if raw.get("description") is not None and not isinstance(raw["description"], str):
+            raise ConfigError.at("description", f"must be text, got {type(raw['description']).__name__}")
+    except ConfigError as err:
+        raise ConfigError(f"{where}: {err}") from None
     train = _mapping(raw.get("train", {}), where, "train")
     for key in ("model", "corpus", "objective"):
         if key in raw:
@@ -267,19 +292,19 @@ def parse_space(raw: dict, where: str) -> SearchSpace:
     if budget is not None:
         budget = _mapping(budget, where, "cpu_budget")
         _no_unknown(budget, BUDGET_KEYS, where, "cpu_budget.")
-        _no_unknown(_mapping(budget.get("train", {}), where, "cpu_budget.train"),
-                    {f.name for f in dataclasses.fields(TrainConfig)}, where, "cpu_budget.train.")
-        _no_unknown(_mapping(budget.get("resources", {}), where, "cpu_budget.resources"), RESOURCE_KEYS,
-                    where, "cpu_budget.resources.")
-        _no_unknown(_mapping(budget.get("scheduler", {}), where, "cpu_budget.scheduler"), SCHEDULER_KEYS,
-                    where, "cpu_budget.scheduler.")
+        for part, allowed in (("train", {f.name for f in dataclasses.fields(TrainConfig)}),
+                              ("resources", RESOURCE_KEYS), ("scheduler", SCHEDULER_KEYS)):
+            if part in budget:  # an empty part (`train:` with nothing) is an empty mapping
+                budget[part] = _mapping(budget[part], where, f"cpu_budget.{part}")
+                _no_unknown(budget[part], allowed, where, f"cpu_budget.{part}.")
+        TrainConfig.check_values(budget.get("train", {}), f"{where}: cpu_budget.train")
         if "space" in budget:
             budget["space"] = {str(k): None if v is None else _distribution(v, where, f"cpu_budget.space.{k}")
                                for k, v in _mapping(budget["space"], where, "cpu_budget.space").items()}
     confirm = search.get("confirm", {})
     space = SearchSpace(
         path=where,
-        experiment=str(raw.get("experiment") or f"raycse-{Path(where).stem}"),
+        experiment=experiment,
         base=base,
         families=families,
         num_samples=search.get("num_samples", 16),
@@ -305,9 +330,9 @@ def _confirm(raw, where: str, key: str, base: Confirm | None = None) -> Confirm:
     _no_unknown(values, CONFIRM_KEYS, where, f"{key}.")
     confirm = dataclasses.replace(base or Confirm(), **values)
     try:
-        check_int("top_k", confirm.top_k, low=1)
-        check_int("choose_seeds", confirm.choose_seeds, low=1 if confirm.top_k > 1 else 0)
-        check_int("judge_seeds", confirm.judge_seeds, low=2)  # two seeds: the least that gives an interval
+        check_int("top_k", confirm.top_k, low=1, high=INT_LIMIT)
+        check_int("choose_seeds", confirm.choose_seeds, low=1 if confirm.top_k > 1 else 0, high=CONFIRM_SEEDS_LIMIT)
+        check_int("judge_seeds", confirm.judge_seeds, low=2, high=CONFIRM_SEEDS_LIMIT)  # 2: the least for an interval
     except ConfigError as err:
         raise ConfigError(f"{where}: {key}.{err}") from None
     return confirm
@@ -321,12 +346,15 @@ def _paper(raw, where: str) -> dict[str, dict]:
     for family, row in _mapping(raw, where, "paper").items():
         row = _mapping(row, where, f"paper.{family}")
         _no_unknown(row, {"model", "corpus", "figures"}, where, f"paper.{family}.")
+        for key in ("model", "corpus"):  # what the figures were measured on: words shown beside them
+            if row.get(key) is not None and (not isinstance(row[key], str) or not row[key].strip()):
+                raise ConfigError(f"{where}: paper.{family}.{key}: must be a non-empty string, got {shown(row[key])}")
         figures = {}
         for task, value in _mapping(row.get("figures"), where, f"paper.{family}.figures").items():
             key = f"paper.{family}.figures.{task}"
             pair = value if isinstance(value, list) else [value]
             if len(pair) not in (1, 2):
-                raise ConfigError(f"{where}: {key}: a number or [mean, std], got {value!r}")
+                raise ConfigError(f"{where}: {key}: a number or [mean, std], got {shown(value)}")
             try:
                 figures[str(task)] = {"mean": check_number(key, pair[0])}
                 if len(pair) == 2:
@@ -351,6 +379,10 @@ def _parse_families(raw: dict, where: str) -> dict[str, Family]:
             raise ConfigError(f"{where}: 'families' is empty")
         parsed = {}
         for name, body in families.items():
+            try:  # a family's name prefixes its parameters' names in Optuna ('focal/tau')
+                check_name(f"families.{name}", str(name))
+            except ConfigError as err:
+                raise ConfigError(f"{where}: {err}") from None
             body = _mapping(body, where, f"families.{name}")
             _no_unknown(body, {"loss", "reg", "space", "published"}, where, f"families.{name}.")
             loss = body.get("loss", name)
@@ -367,8 +399,10 @@ def _parse_families(raw: dict, where: str) -> dict[str, Family]:
 def _family(loss, reg, space, published, where: str, prefix: str) -> Family:
     from raycse.losses import LOSS_NAMES, loss_hyperparameters
 
-    if loss not in LOSS_NAMES:
-        raise ConfigError(f"{where}: {prefix}loss: unknown loss {loss!r} (choose from {', '.join(LOSS_NAMES)})")
+    if not isinstance(loss, str) or loss not in LOSS_NAMES:
+        raise ConfigError(f"{where}: {prefix}loss: unknown loss {shown(loss)} (choose from {', '.join(LOSS_NAMES)})")
+    if reg is not None and not isinstance(reg, str):
+        raise ConfigError(f"{where}: {prefix}reg: must be a regulariser's name, got {shown(reg)}")
     try:
         takes = loss_hyperparameters(loss, reg)
     except ConfigError as err:
@@ -379,7 +413,7 @@ def _family(loss, reg, space, published, where: str, prefix: str) -> Family:
         key = f"{prefix}space.{param}"
         if param not in takes and param not in TRAIN_SEARCHABLE:
             allowed = ", ".join(list(takes) + list(TRAIN_SEARCHABLE))
-            raise ConfigError(f"{where}: {key}: loss {loss!r} does not take {param!r} (searchable: {allowed})")
+            raise ConfigError(f"{where}: {key}: loss {loss!r} does not take {shown(param)} (searchable: {allowed})")
         dists[str(param)] = _distribution(spec, where, key)
     published = _mapping(published, where, f"{prefix}published")
     for param, value in published.items():
@@ -387,7 +421,7 @@ def _family(loss, reg, space, published, where: str, prefix: str) -> Family:
             raise ConfigError(f"{where}: {prefix}published.{param}: not a searched parameter "
                               f"(searched: {', '.join(dists) or 'none'})")
         if not dists[param].contains(value):
-            raise ConfigError(f"{where}: {prefix}published.{param}: {value!r} lies outside its searched range "
+            raise ConfigError(f"{where}: {prefix}published.{param}: {shown(value)} lies outside its searched range "
                               f"({dists[param].describe()})")
     return Family(loss=str(loss), reg=reg, space=dists, published=published)
 
@@ -396,20 +430,26 @@ def _distribution(spec, where: str, key: str) -> Distribution:
     spec = _mapping(spec, where, key)
     kind = spec.get("type")
     if kind not in DISTRIBUTIONS:
-        raise ConfigError(f"{where}: {key}.type: {kind!r} is not one of {', '.join(DISTRIBUTIONS)}")
+        raise ConfigError(f"{where}: {key}.type: {shown(kind)} is not one of {', '.join(DISTRIBUTIONS)}")
     if kind == "categorical":
         _no_unknown(spec, {"type", "choices"}, where, f"{key}.")
         choices = spec.get("choices")
         if not isinstance(choices, list) or not choices:
-            raise ConfigError(f"{where}: {key}.choices: must be a non-empty list")
+            raise ConfigError(f"{where}: {key}.choices: must be a non-empty list, got {shown(choices)}")
+        odd = next((c for c in choices if c is not None and not isinstance(c, (bool, int, float, str))), None)
+        if odd is not None:  # what Optuna can store as a categorical's value
+            raise ConfigError(f"{where}: {key}.choices: each must be a number, a string, true/false or null, "
+                              f"got {shown(odd)}")
         return Distribution(kind, choices=choices)
     _no_unknown(spec, {"type", "low", "high"}, where, f"{key}.")
     low, high = spec.get("low"), spec.get("high")
     for name, value in (("low", low), ("high", high)):
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
-            raise ConfigError(f"{where}: {key}.{name}: must be a finite number, got {value!r}")
+        try:
+            check_number(f"{key}.{name}", value)
+        except ConfigError as err:
+            raise ConfigError(f"{where}: {err}") from None
         if kind == "int" and int(value) != value:
-            raise ConfigError(f"{where}: {key}.{name}: must be an integer for type int, got {value!r}")
+            raise ConfigError(f"{where}: {key}.{name}: must be an integer for type int, got {shown(value)}")
     if not low < high:
         raise ConfigError(f"{where}: {key}: low ({low}) must be below high ({high})")
     if kind == "loguniform" and low <= 0:
@@ -427,52 +467,26 @@ def validate_space(space: SearchSpace, prefix: str = "") -> None:
         except ConfigError as err:
             raise ConfigError(f"{where}: {prefix}{err}") from None
 
-    check("search.num_samples", check_int, space.num_samples, low=1)
-    check("resources.workers", check_int, space.resources.workers, low=1)
+    check("search.num_samples", check_int, space.num_samples, low=1, high=INT_LIMIT)
+    check("resources.workers", check_int, space.resources.workers, low=1, high=INT_LIMIT)
     if space.max_concurrent is not None:
-        check("search.max_concurrent", check_int, space.max_concurrent, low=1)
-    check("search.seed", check_int, space.seed)
-    if space.test_eval not in TEST_EVAL:
-        raise ConfigError(f"{where}: {prefix}search.test_eval: {space.test_eval!r} "
-                          f"is not one of {', '.join(TEST_EVAL)}")
+        check("search.max_concurrent", check_int, space.max_concurrent, low=1, high=INT_LIMIT)
+    check("search.seed", check_int, space.seed, low=0, high=SEED_LIMIT)
+    check("search.test_eval", check_choice, space.test_eval, TEST_EVAL)
     sched = space.scheduler
-    if sched.get("name") not in ("asha", "fifo"):
-        raise ConfigError(f"{where}: {prefix}search.scheduler.name: {sched.get('name')!r} is not one of asha, fifo")
+    check("search.scheduler.name", check_choice, sched.get("name"), ("asha", "fifo"))
     check("search.scheduler.grace_evals", check_number, sched.get("grace_evals"), low=1)
     check("search.scheduler.reduction_factor", check_number, sched.get("reduction_factor"), low=2)
     sampler = space.sampler
-    if sampler.get("name") not in SAMPLER_NAMES:
-        raise ConfigError(f"{where}: {prefix}search.sampler.name: {sampler.get('name')!r} is not one of "
-                          f"{', '.join(SAMPLER_NAMES)}")
+    check("search.sampler.name", check_choice, sampler.get("name"), SAMPLER_NAMES)
     if sampler.get("startup_trials") is not None:
         check("search.sampler.startup_trials", check_int, sampler["startup_trials"], low=1)
     check("search.sampler.prior_width", check_number, sampler.get("prior_width"), low=0.01, high=10)
     check("resources.gpus_per_worker", check_number, space.resources.gpus_per_worker, low=0)
     check("resources.cpus_per_worker", check_number, space.resources.cpus_per_worker, low=0)
-    for family_name, family in space.families.items():
-        corners = [{}] + [{param: value} for param, dist in family.space.items() for value in dist.extremes()]
-        corners.append(dict(family.published))
-        for corner in corners:
-            sampled = {"loss": family_name, family_name: corner} if space.conditional else corner
-            config = space.trial_config(sampled)
-            config = dataclasses.replace(config, workers=space.resources.workers,
-                                         gpus_per_worker=space.resources.gpus_per_worker)
-            try:
-                config.validate()
-            except ConfigError as err:
-                culprit = ", ".join(f"{k}={v}" for k, v in corner.items()) or "the fixed settings"
-                raise ConfigError(f"{where}: {prefix}{family_name} at {culprit}: {err}") from None
-
-
-def _mapping(value, where: str, key: str) -> dict:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise ConfigError(f"{where}: {key or 'top level'}: expected a mapping, got {type(value).__name__}")
-    return dict(value)
-
-
-def _no_unknown(mapping: dict, allowed: set, where: str, prefix: str) -> None:
-    unknown = sorted(set(map(str, mapping)) - set(allowed))
-    if unknown:
-        raise ConfigError(f"{where}: unknown key '{prefix}{unknown[0]}' (allowed: {', '.join(sorted(allowed))})")
+    for family_name, corner, config in space.corners():
+        try:
+            config.validate()
+        except ConfigError as err:
+            culprit = ", ".join(f"{k}={shown(v)}" for k, v in corner.items()) or "the fixed settings"
+            raise ConfigError(f"{where}: {prefix}{family_name} at {culprit}: {err}") from None

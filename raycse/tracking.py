@@ -106,17 +106,6 @@ def retried(call):
     return wrapper
 
 
-
-def resolve_tracking_uri(cli_value: str | None = None) -> str:
-    """--tracking-uri, else $MLFLOW_TRACKING_URI, else SQLite in the working directory."""
-    uri = cli_value or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
-    if uri == DEFAULT_TRACKING_URI:
-        uri = f"sqlite:///{Path('mlflow.db').resolve()}"  # absolute: trial processes run elsewhere
-    if "://" not in uri and not uri.startswith("databricks"):
-        raise ConfigError(f"--tracking-uri: {uri!r} is not a URI (e.g. sqlite:///mlflow.db or http://host:5000)")
-    return uri
-
-
 def training_params(config: dict[str, Any]) -> dict[str, Any]:
     """The parameters a run records: hyperparameters under their paper names, then the training settings."""
     params = {k: v for k, v in config.get("hparams", {}).items()}

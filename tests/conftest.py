@@ -5,11 +5,23 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
+
+# Hypothesis (tests/test_fuzz_inputs.py): "ci", a fixed seed and a budget that runs in CI, unless
+# `--hypothesis-profile=long` (or RAYCSE_FUZZ_PROFILE=long) asks for the long run (> 5,000 generated inputs). No
+# example database: the fuzzer checks that the working directory stays byte-for-byte unchanged, and a database is a
+# directory that Hypothesis would write.
+_FUZZ = {"derandomize": True, "deadline": None, "database": None, "print_blob": False,
+         "suppress_health_check": [HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
+                                   HealthCheck.data_too_large, HealthCheck.filter_too_much]}
+settings.register_profile("ci", max_examples=60, **_FUZZ)
+settings.register_profile("long", max_examples=1000, **_FUZZ)
+settings.load_profile(os.environ.get("RAYCSE_FUZZ_PROFILE", "ci"))
 
 
 @pytest.fixture(scope="session")

@@ -15,12 +15,12 @@ PACKAGE = Path(__file__).resolve().parent.parent / "raycse"
 
 # Lowest first. A module may import modules of its own layer or of a lower one, never of a higher one.
 LAYERS = [
-    ("leaves", ["errors", "records", "files", "stats", "seeds", "distributed", "ray_runtime", "tokens", "latency",
-                "sqlite_wal", "tracking"]),
+    ("leaves", ["errors", "checks", "strict_yaml", "stores", "records", "files", "stats", "seeds", "distributed",
+                "ray_runtime", "tokens", "latency", "sqlite_wal", "tracking"]),
     ("losses", ["losses"]),
     ("data, model, evaluation", ["keyed_dropout", "row_dropout", "model_loading", "sentence_transformers_files",
                                  "model", "data", "sts_data", "evaluation", "batches"]),
-    ("configuration", ["config", "space"]),
+    ("configuration", ["inputs", "config", "space"]),
     ("trainer", ["checkpoints", "compile_policy", "grad_cache", "trainer"]),
     ("one training", ["launch"]),
     ("search, report, bench", ["driver", "report", "bench", "export"]),

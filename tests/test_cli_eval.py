@@ -76,6 +76,6 @@ def test_command_line_exit_status_for_a_missing_model(tmp_path):
         capture_output=True, text=True, timeout=120, env={**os.environ, "HF_HUB_OFFLINE": "1"},
     )
     assert completed.returncode == 2
-    assert completed.stderr == f"raycse: error: model path '{tmp_path / 'missing'}' does not exist\n"
+    assert completed.stderr == f"raycse: error: --model: model path '{tmp_path / 'missing'}' does not exist\n"
     assert "Traceback" not in completed.stdout + completed.stderr
     assert not output.exists()

@@ -188,7 +188,7 @@ def test_more_bad_train_input_is_one_clean_line(tmp_path, tiny_bert_dir, capsys,
     (tmp_path / "a-file").write_text("x")
     (tmp_path / "a-dir").mkdir()
     args = [a.format(file=tmp_path / "a-file", dir=tmp_path / "a-dir") for a in args]
-    base = ["train", "--model", str(tiny_bert_dir), "--loss", "simcse", "--max-steps", "2"]
+    base = ["train", "--model", str(tiny_bert_dir), "--loss", "simcse", "--max-steps", "2", "--eval-steps", "2"]
     if "--output-dir" not in args:
         base += ["--output-dir", str(tmp_path / "out")]
     before = sorted(p.name for p in tmp_path.iterdir())

@@ -193,16 +193,34 @@ def test_a_diverging_trial_is_recorded_and_the_search_goes_on(tmp_path, tiny_ber
     assert runs[3e-5].data.tags["raycse.status"] == "finished"
 
 
+RAISES = """\
+experiment: raises
+model: {model}
+train: {{batch_size: 8, max_steps: 4, eval_steps: 2, max_sentences: 160, complementary: {model}}}
+families:   # both published points run first, in this order
+  petabyte: {{loss: dclr, space: {{k: {{type: categorical, choices: [1.0e+13]}}}}, published: {{k: 1.0e+13}}}}
+  paper: {{loss: dclr, space: {{k: {{type: categorical, choices: [1.0]}}}}, published: {{k: 1.0}}}}
+search: {{num_samples: 2, seed: 0, test_eval: none, scheduler: {{name: fifo}}}}
+resources: {{workers: 1, cpus_per_worker: 2}}
+"""
+
+
 @pytest.mark.timeout(600)
 def test_a_trial_that_raises_is_recorded_as_failed_and_the_search_goes_on(tmp_path, tiny_bert_dir, ray_session,
                                                                           monkeypatch):
     monkeypatch.chdir(tmp_path)
-    # batch 100000 passes validation but the 160 sentences hold no such batch: that trial raises at run time
-    # (and is retried once by Tune's FailureConfig)
-    runs = bad_then_good_search(tmp_path, tiny_bert_dir, "raises", "batch_size", 100000, 8)
-    assert runs[100000].info.status == "FAILED" and runs[100000].data.tags["raycse.status"] == "failed"
-    assert "fewer than one batch" in runs[100000].data.tags["raycse.error"]
-    assert runs[8].data.tags["raycse.status"] == "finished"
+    # A configuration that passes validation yet fails when it runs: DCLR with k = 1e13 noise negatives a row asks
+    # for a petabyte, which no machine allocates (only running the trial finds that out; a batch the data cannot
+    # hold, say, is refused before the search starts). Tune retries it once (FailureConfig); the search goes on.
+    space = tmp_path / "raises.yaml"
+    space.write_text(RAISES.format(model=tiny_bert_dir))
+    assert main(search_args(tmp_path, space, "--no-confirm")) == 0
+    _, children = runs_of(MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}"), "raises")
+    runs = {float(r.data.params["k"]): r for r in children}
+    assert sorted(runs) == [1.0, 1e13]
+    assert runs[1e13].info.status == "FAILED" and runs[1e13].data.tags["raycse.status"] == "failed"
+    assert "allocate" in runs[1e13].data.tags["raycse.error"]
+    assert runs[1.0].data.tags["raycse.status"] == "finished"
 
 
 @pytest.mark.timeout(900)

@@ -180,3 +180,62 @@ def test_cpu_budgets_score_every_trial_at_least_twice():
         assert space.confirm is not None and space.confirm.judge_seeds >= 2, path.name  # the answer has an interval
         # ASHA may stop a trial only after grace_evals evaluations
         assert space.scheduler["name"] == "fifo" or space.scheduler["grace_evals"] >= 2, path.name
+
+
+@pytest.mark.parametrize("text, words", [
+    # strict YAML: a key written twice names the key and both lines
+    ("loss: focal\nloss: simcse\n", ["duplicate key 'loss' at lines 1 and 2"]),
+    ("loss: focal\ntrain:\n  batch_size: 8\n  lr: 1.0e-4\n  batch_size: 16\n",
+     ["duplicate key 'train.batch_size' at lines 3 and 5"]),
+    # a value of the wrong type names the key and the type expected
+    ("loss: focal\nsearch: {num_samples: \"4\"}\n", ["search.num_samples", "integer", "a string '4'"]),
+    ("loss: focal\ntrain: {batch_size: [1]}\n", ["batch_size", "integer", "a list [1]"]),
+    ("loss: focal\ntrain: {pooler: 5}\n", ["pooler", "must be a string, got an integer 5"]),
+    ("loss: focal\ntrain: {hparams: [1]}\n", ["hparams", "mapping"]),
+    ("loss: focal\ncpu_budget: {train: {lr: fast}}\n", ["cpu_budget.train", "lr", "a string 'fast'"]),
+    ("loss: focal\nreg: [dcl]\n", ["reg", "['dcl']"]),
+    ("loss: focal\nspace: {pooler: {type: categorical, choices: [[1]]}}\n", ["space.pooler.choices"]),
+    ("loss: focal\nsearch: {seed: 1" + "0" * 5000 + "}\n", ["search.seed", "5,001 digits"]),
+    # empty values: an empty section is an empty mapping, an empty setting that needs a value is named
+    ("loss: focal\nmodel:\n", ["model", "nothing (null)"]),
+    ("loss:\n", ["loss", "unknown loss None"]),
+    ("", ["empty file"]),
+    # names that become paths
+    ("experiment: " + "x" * 5000 + "\nloss: focal\n", ["experiment", "too long", "5,000 characters"]),
+    ("experiment: a/b\nloss: focal\n", ["experiment", "'/'"]),
+    # settings that cannot learn
+    ("loss: focal\ntrain: {batch_size: 1}\n", ["batch_size", "at least 2", "negatives"]),
+    ("loss: imsimcse\ntrain: {batch_size: 2}\n", ["batch_size", "at least 3", "correlations"]),
+    ("loss: focal\ntrain: {max_steps: 4, eval_steps: 8}\n", ["eval_steps", "beyond the run's 4 step(s)"]),
+    ("loss: focal\ntrain: {max_len: 2}\n", ["max_len", ">= 3"]),
+])
+def test_strict_space_files_name_the_key_and_why(tmp_path, text, words):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as err:
+        load_space(path)
+    message = str(err.value)
+    assert "\n" not in message and len(message) < 1000
+    for word in words:
+        assert word in message, (word, message)
+
+
+def test_empty_sections_are_empty(tmp_path):
+    path = tmp_path / "empty.yaml"
+    path.write_text("loss: focal\nspace:\npublished:\ncpu_budget: {scheduler: , train: }\n")
+    space = load_space(path)
+    assert space.families["focal"].space == {} and space.with_cpu_budget().scheduler["name"] == "asha"
+
+
+def test_a_batch_the_corpus_cannot_hold_is_found_before_the_search_starts(tmp_path):
+    """The largest searched batch size against the corpus, opened once for every corner (preflight.py)."""
+    from raycse.driver.preflight import open_space_inputs
+
+    corpus = tmp_path / "small.txt"
+    corpus.write_text("".join(f"sentence {i} .\n" for i in range(40)))
+    path = tmp_path / "space.yaml"
+    path.write_text(f"corpus: {corpus}\nloss: simcse\ntrain: {{batch_size: 16, max_steps: 2, eval_steps: 1}}\n"
+                    "space: {batch_size: {type: categorical, choices: [16, 64]}}\n")
+    space = load_space(path)  # valid as written: only the data tells
+    with pytest.raises(ConfigError, match=r"batch_size=64: corpus: .* 40 examples .* fewer than one batch"):
+        open_space_inputs(space)

@@ -55,6 +55,7 @@ import time
 from dataclasses import dataclass
 
 from raycse.bench.synthetic import MAX_POSITIONS, SHAPES, load_tokenizer, make_encoder, synthetic_data
+from raycse.checks import INT_LIMIT
 from raycse.config import check_int
 from raycse.errors import ConfigError
 
@@ -90,12 +91,15 @@ class BenchOptions:
             raise ConfigError(f"--shape: unknown shape {self.shape!r} (choose from {', '.join(SHAPES)})")
         for flag, value, low in (("--batch-size", self.batch_size, 1), ("--steps", self.steps, 1),
                                  ("--warmup", self.warmup, 0), ("--seq-len", self.seq_len, 3)):
-            check_int(flag, value, low=low)
+            check_int(flag, value, low=low, high=INT_LIMIT)
         if self.seq_len > MAX_POSITIONS:
             raise ConfigError(f"--seq-len: at most {MAX_POSITIONS} (the position embeddings), got {self.seq_len}")
         if self.precision not in PRECISIONS:
             raise ConfigError(f"--precision: {self.precision!r} is not one of {', '.join(PRECISIONS)}")
-        build_loss(self.loss)  # ConfigError naming an unknown loss
+        try:
+            build_loss(self.loss)  # ConfigError naming an unknown loss
+        except ConfigError as err:
+            raise ConfigError(f"--loss: {err}") from None
         return self
 
 

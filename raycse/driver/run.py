@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from raycse.driver import progress
 from raycse.driver.outcome import SearchOutcome
+from raycse.driver.preflight import check_search
 from raycse.driver.stages.base import Stage
 from raycse.driver.stages.baseline import BaselineStage
 from raycse.driver.stages.choose import ChooseStage
@@ -51,13 +52,15 @@ def check_order(stages: tuple[Stage, ...]) -> None:
 
 
 def run_search(space: SearchSpace, options: SearchOptions, log=say) -> SearchOutcome:
-    """Run (or resume) every stage of a search; the space given is left as it is."""
+    """Run (or resume) every stage of a search; the space given is left as it is. Everything the search will read
+    is checked first (preflight.py), before Ray starts or a store or a file is created."""
     return run_stages(space, options, log).outcome
 
 
 def run_stages(space: SearchSpace, options: SearchOptions, log=say) -> SearchState:
     """`run_search`, returning the search's whole state (its clock included: benchmarks/scale.py reads it)."""
     check_order(STAGES)
+    check_search(space, options)
     state = SearchState(space=space, options=options, log=log)
     state.clock = PhaseClock(options.started_at)
     with progress.shown(options.started_at) as status:  # a status line on a terminal, plain lines elsewhere

@@ -18,7 +18,7 @@ from typing import ClassVar
 import torch
 from torch import Tensor, nn
 
-from ..errors import ConfigError
+from ..errors import ConfigError, shown
 from .dclr import dclr_noise_negatives, debiased_info_nce, false_negative_weights
 from .decorrelation import barlow_twins, dcl
 from .focal import focal_info_nce
@@ -65,13 +65,16 @@ class Hyperparameter:
         """``value`` as a float (an int for integer hyperparameters), or a ConfigError naming it."""
         # bool is an int to Python, but `noise_steps=True` is a mistake, not 1.
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            raise ConfigError(f"{name}={value!r} is not a number: {self.allowed}", key=name)
-        shown = int(value) if isinstance(value, numbers.Integral) else float(value)
-        if not math.isfinite(value):
-            raise ConfigError(f"{name}={shown} is not a finite number: {self.allowed}", key=name)
+            raise ConfigError(f"{name}={shown(value)} is not a number: {self.allowed}", key=name)
+        try:
+            finite = math.isfinite(value)
+        except OverflowError:  # an integer beyond any float
+            finite = False
+        if not finite:
+            raise ConfigError(f"{name}={shown(value)} is not a finite number: {self.allowed}", key=name)
         below = value <= self.low if self.strict else value < self.low
         if below or value > self.high or (self.integer and value != int(value)):
-            raise ConfigError(f"{name}={shown} is out of range: {self.allowed}", key=name)
+            raise ConfigError(f"{name}={shown(value)} is out of range: {self.allowed}", key=name)
         return int(value) if self.integer else float(value)
 
 
@@ -127,6 +130,11 @@ class ContrastiveLoss(nn.Module):
     def forward(self, emb: Embeddings) -> Tensor:
         raise NotImplementedError
 
+    def rows_needed(self, supervised: bool) -> tuple[int, str]:
+        """The fewest rows (sentences, or NLI triplets) one step must give this loss for it to learn anything, and
+        why: below it the loss has nothing to contrast and trains to a constant (a loss of 0 that teaches nothing)."""
+        return 2, "its negatives are the other rows of the step"
+
     def stats(self) -> dict[str, Tensor]:
         """Statistics of the last `forward`, by name: detached 0-d float32 tensors on the embeddings' device.
 
@@ -173,6 +181,9 @@ class SupervisedSimCSE(Term):
 
     def forward(self, emb: Embeddings) -> Tensor:
         return info_nce(emb.z1, emb.z2, hard_neg=_require(emb, "z3", self.name), **self.hparams)
+
+    def rows_needed(self, supervised: bool) -> tuple[int, str]:
+        return 1, "each anchor's contradiction is a negative"
 
 
 class FocalInfoNCE(Term):
@@ -272,6 +283,16 @@ class Triplet(Term):
         neg = emb.z3 if emb.z3 is not None else emb.z2[hardest_in_batch_negatives(emb.z1, emb.z2)]
         return triplet(emb.z1, emb.z2, neg, **self.hparams)
 
+    def rows_needed(self, supervised: bool) -> tuple[int, str]:
+        if supervised:
+            return 1, "each anchor's contradiction is its negative"
+        return 2, "without NLI data its negative is the hardest other row of the step"
+
+
+# A correlation over the batch, centred per dimension: one row centres to zero, and two rows to +-1 whatever the
+# embeddings are, so neither gives the regulariser a gradient.
+CORRELATION_ROWS = (3, "its correlations over the batch are constant below 3 rows")
+
 
 class DCL(Term):
     """ImSimCSE's dimension-wise contrastive regulariser `dcl` on the two dropout views."""
@@ -281,6 +302,9 @@ class DCL(Term):
 
     def forward(self, emb: Embeddings) -> Tensor:
         return dcl(emb.z1, emb.z2, **self.hparams)
+
+    def rows_needed(self, supervised: bool) -> tuple[int, str]:
+        return CORRELATION_ROWS
 
 
 class BarlowTwins(Term):
@@ -292,6 +316,9 @@ class BarlowTwins(Term):
 
     def forward(self, emb: Embeddings) -> Tensor:
         return barlow_twins(emb.z1, emb.z2, **self.hparams)
+
+    def rows_needed(self, supervised: bool) -> tuple[int, str]:
+        return CORRELATION_ROWS
 
 
 # lambda = 0.1 is ImSimCSE's weight for DCL (§5.1, Table 5). No paper reports a weight for adding Barlow
@@ -316,6 +343,9 @@ class Regularised(ContrastiveLoss):
     def stats(self) -> dict[str, Tensor]:
         return {**self.base.stats(), **self.regulariser.stats()}
 
+    def rows_needed(self, supervised: bool) -> tuple[int, str]:
+        return max(self.base.rows_needed(supervised), self.regulariser.rows_needed(supervised))
+
     def extra_repr(self) -> str:
         return f"name={self.name!r}, lambda={self.weight:g}"
 
@@ -338,7 +368,7 @@ LOSS_NAMES: tuple[str, ...] = BASE_LOSSES + tuple(PRESETS)
 def _parts(name: str, reg: str | None) -> tuple[str, type[Term], type[Term] | None]:
     """The display name, base class and regulariser class (or None) of a combination."""
     if reg is not None and reg not in _REGULARISERS:
-        raise ConfigError(f"unknown regulariser {reg!r} (choose from {', '.join(REGULARISERS)})", key="reg")
+        raise ConfigError(f"unknown regulariser {shown(reg)} (choose from {', '.join(REGULARISERS)})", key="reg")
     if name in PRESETS:
         base, preset_reg = PRESETS[name]
         if reg is not None and reg != preset_reg:
@@ -346,7 +376,7 @@ def _parts(name: str, reg: str | None) -> tuple[str, type[Term], type[Term] | No
                               key="reg")
         return name, _BASES[base], _REGULARISERS[preset_reg]
     if name not in _BASES:
-        raise ConfigError(f"unknown loss {name!r} (choose from {', '.join(LOSS_NAMES)})", key="loss")
+        raise ConfigError(f"unknown loss {shown(name)} (choose from {', '.join(LOSS_NAMES)})", key="loss")
     if reg is None:
         return name, _BASES[name], None
     return f"{name}+{reg}", _BASES[name], _REGULARISERS[reg]

@@ -12,7 +12,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from raycse.report.load import load_search
+from raycse.report.load import SearchRecord, load_search
 from raycse.report.page import render_report
 from raycse.report.tables import format_search_summary
 from raycse.tracking import Tracker
@@ -31,11 +31,11 @@ class ReportResult:
     parent_run_id: str
 
 
-def write_report(tracking_uri: str, experiment: str, out_dir: Path,
-                 optuna_storage: str | None = None) -> ReportResult:
+def write_report(tracking_uri: str, experiment: str, out_dir: Path, optuna_storage: str | None = None,
+                 record: SearchRecord | None = None) -> ReportResult:
     """Write `out_dir/index.html` (self-contained: plotly.js and the figures are inline) and the plots' PNGs for
-    the experiment's latest search."""
-    record = load_search(tracking_uri, experiment, optuna_storage)
+    the experiment's latest search (`record`, when it was loaded already)."""
+    record = record or load_search(tracking_uri, experiment, optuna_storage)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     page = render_report(record, out_dir)
@@ -61,8 +61,9 @@ def log_report(tracker: Tracker, parent_run_id: str, html_path: Path, images: li
             tracker.log_artifacts(parent_run_id, folder, f"{REPORT_ARTIFACT_DIR}/plots")
 
 
-def report_experiment(tracking_uri: str, experiment: str, out_dir: Path, optuna_storage: str | None = None) -> str:
+def report_experiment(tracking_uri: str, experiment: str, out_dir: Path, optuna_storage: str | None = None,
+                      record: SearchRecord | None = None) -> str:
     """`raycse report`: write the page, log it on the parent run, return the text to print."""
-    result = write_report(tracking_uri, experiment, out_dir, optuna_storage)
+    result = write_report(tracking_uri, experiment, out_dir, optuna_storage, record)
     log_report(Tracker.existing(tracking_uri, experiment), result.parent_run_id, result.html_path, result.images)
     return result.text

@@ -34,10 +34,9 @@ class SetupStage(Stage):
         options, space = state.options, state.space
         state.name = planning.experiment_dir_name(space.experiment)
         state.storage = (options.storage_path if "://" in options.storage_path
-                         else str(Path(options.storage_path).resolve()))
+                         else str(Path(options.storage_path).expanduser().resolve()))
         state.search_path = f"{state.storage.rstrip('/')}/{state.name}"  # also an s3:// or gs:// URI on a cluster
-        _check_new_or_resume(state.search_path, options.resume)
-        start_ray()
+        start_ray()  # the search was checked before this stage (preflight.py): new, or one to resume
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         state.cluster = ray.cluster_resources()
         state.budget = options.budget if options.budget != "auto" else planning.auto_budget(state.cluster)
@@ -59,17 +58,6 @@ def _quiet_tune() -> None:
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # its reporter prints tables even at verbose=0
     logging.getLogger("ray.tune").setLevel(logging.WARNING)
-
-
-def _check_new_or_resume(search_path: str, resume: bool) -> None:
-    from ray import tune
-
-    exists = tune.Tuner.can_restore(search_path)
-    if resume and not exists:
-        raise ConfigError(f"--resume: no search to resume at {search_path!r}")
-    if not resume and exists:
-        raise ConfigError(f"a search already exists at {search_path!r}: pass --resume to continue it, "
-                          "or a new --storage-path / experiment name")
 
 
 def _open_parent_run(state: SearchState) -> str:

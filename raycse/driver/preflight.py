@@ -1,0 +1,116 @@
+"""What a search checks before it starts anything: the last of the validation, done before Ray, a store or a file.
+
+`run_search` calls `check_search` first, so that its setup stage only ever sees input that can run:
+
+  inputs      every configuration the search can sample (each corner of every family's space, the CPU budget's
+              too) has its model, objective and training data opened far enough to know they are usable: the
+              data decodes and holds a batch of the largest batch size searched, the run is long enough to be
+              evaluated (TrainConfig.open_inputs, each file read once)
+  names       the experiment's directory under the storage path is a path the file system takes
+  storage     the storage path is a directory that exists or can be created, and holds a search exactly when
+              --resume says it does
+  stores      the MLflow tracking URI and the Optuna storage are well-formed addresses; --resume finds the store
+              and the search's parent run in it; a new search finds no study of its name (read without creating
+              the file; a storage that is not a SQLite file is asked by the setup stage)
+  resources   on a local Ray (no RAY_ADDRESS), one trial fits this machine: its CPUs and GPUs, which Ray would
+              otherwise wait for forever
+
+Nothing here opens a store for writing, starts Ray or creates a file or a directory.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+from raycse.checks import check_path_text, check_writable_dir
+from raycse.driver import plan as planning
+from raycse.driver.state import SearchOptions
+from raycse.errors import ConfigError, shown
+from raycse.space import SearchSpace
+from raycse.stores import check_optuna_storage, check_tracking_uri, study_names
+
+TUNER_STATE = "tuner.pkl"  # what a Tune experiment directory holds once its search has started (Tuner.can_restore)
+
+
+def check_search(space: SearchSpace, options: SearchOptions) -> None:
+    """Every check of a search that needs nothing started; a ConfigError naming the culprit otherwise."""
+    search_path = _check_storage(space, options)  # the cheap checks first
+    _check_stores(space, options, search_path)
+    _check_resources(space, options)
+    open_space_inputs(space)
+
+
+def open_space_inputs(space: SearchSpace) -> None:
+    """Open the inputs of every corner of the space (and of its CPU budget): what its trials will read."""
+    cache: dict = {}
+    variants = [(space, "")] + ([(space.with_cpu_budget(), "cpu_budget: ")] if space.cpu_budget else [])
+    for variant, prefix in variants:
+        for family, corner, config in variant.corners():
+            try:
+                config.open_inputs(cache)
+            except ConfigError as err:
+                culprit = ", ".join(f"{k}={shown(v)}" for k, v in corner.items()) or "the fixed settings"
+                raise ConfigError(f"{space.path}: {prefix}{family} at {culprit}: {err}") from None
+
+
+def _check_storage(space: SearchSpace, options: SearchOptions) -> str:
+    """The storage path, and whether a search is there; returns the search's path (storage/experiment)."""
+    name = planning.experiment_dir_name(space.experiment)
+    storage = options.storage_path
+    if "://" in storage:  # s3://, gs://: Tune itself says whether it can restore
+        from ray import tune
+
+        search_path = f"{storage.rstrip('/')}/{name}"
+        exists = tune.Tuner.can_restore(search_path)
+    else:
+        local = check_writable_dir("storage_path", storage).resolve()
+        search_path = str(local / name)
+        check_path_text("storage_path", search_path)
+        exists = (local / name / TUNER_STATE).is_file()
+    if options.resume and not exists:
+        raise ConfigError.at("resume", f"no search to resume at {search_path!r}")
+    if not options.resume and exists:
+        raise ConfigError(f"a search already exists at {search_path!r}: pass --resume to continue it, or a new "
+                          "--storage-path / experiment name")
+    return search_path
+
+
+def _check_stores(space: SearchSpace, options: SearchOptions, search_path: str) -> None:
+    check_tracking_uri("tracking_uri", options.tracking_uri, must_exist=options.resume)
+    storage = options.optuna_storage or planning.default_optuna_storage(options.tracking_uri)
+    check_optuna_storage("optuna_storage" if options.optuna_storage else "tracking_uri", storage)
+    if options.resume:
+        from raycse.records import PATH_TAG
+        from raycse.tracking import Tracker
+
+        tracker = Tracker.existing(options.tracking_uri, space.experiment)  # creates nothing
+        if tracker.find_run(PATH_TAG, search_path) is None:
+            raise ConfigError.at("resume", f"no MLflow parent run for {search_path!r} in {options.tracking_uri} "
+                                           "(pass the --tracking-uri the search started with)")
+        return
+    names = study_names(storage)
+    if names is not None and space.experiment in names:
+        raise ConfigError(f"an Optuna study {space.experiment!r} already exists in {storage}: resume its search with "
+                          f"--resume, delete it (optuna delete-study --study-name {space.experiment} --storage "
+                          f"{storage}), or pass another --optuna-storage")
+
+
+def _check_resources(space: SearchSpace, options: SearchOptions) -> None:
+    """On a local Ray, a trial that asks for more than this machine has would wait forever for it."""
+    ray = sys.modules.get("ray")
+    if os.environ.get("RAY_ADDRESS") or (ray is not None and ray.is_initialized()):
+        return  # a cluster (perhaps autoscaling), or a Ray this process started: its resources are its own to know
+    import torch
+
+    gpus, cpus = torch.cuda.device_count(), os.cpu_count() or 1
+    budget = options.budget if options.budget != "auto" else planning.auto_budget({"GPU": gpus})
+    plan = planning.search_plan(space, options, budget)
+    res = plan.resources
+    key = "cpu_budget.resources" if budget == "cpu" and "resources" in (space.cpu_budget or {}) else "resources"
+    for kind, per_worker, here in (("GPU", res.gpus_per_worker, gpus), ("CPU", res.cpus_per_worker, cpus)):
+        if per_worker * res.workers > here:
+            hint = " (pass --budget cpu, or --budget auto)" if kind == "GPU" and options.budget == "full" else ""
+            raise ConfigError(f"{space.path}: {key}.{kind.lower()}s_per_worker ({per_worker:g}) x workers "
+                              f"({res.workers}): a trial asks for {per_worker * res.workers:g} {kind}(s) and this "
+                              f"machine has {here}: Ray would wait for them forever{hint}")
+
