@@ -97,6 +97,7 @@ def tripwires():
     def tripwire(*args, **kwargs):
         raise AssertionError("TRIPWIRE: a generated input passed validation")
 
+    import raycse.bench.cached
     import raycse.bench.concurrent
     import raycse.bench.step
     import raycse.evaluation
@@ -113,6 +114,7 @@ def tripwires():
         patch.setattr(raycse.export, "latest_summary", tripwire)  # export: its first read of the search
         patch.setattr(raycse.bench.step, "run_bench", tripwire)
         patch.setattr(raycse.bench.concurrent, "run_concurrent", tripwire)
+        patch.setattr(raycse.bench.cached, "run_cached_bench", tripwire)
         patch.delenv("MLFLOW_TRACKING_URI", raising=False)
         patch.delenv("RAY_ADDRESS", raising=False)
         yield
@@ -643,6 +645,24 @@ def test_malformed_bench_flags_are_refused_naming_the_flag(data, world, wd, trip
     }
     extra, culprits = data.draw(flag_mutations(flags))
     assert_rejected(["bench", "--shape", "tiny", *extra], culprits, wd, capfd, "bench flags")
+
+
+@given(data=st.data())
+def test_malformed_cached_bench_flags_are_refused_naming_the_flag(data, world, wd, tripwires, capfd):
+    from raycse.losses import LOSS_NAMES
+
+    flags = {
+        "--loss": st.one_of(st.sampled_from([",", " , ", "simcse,nope"]), not_choice(LOSS_NAMES).filter(
+            lambda v: v != "all" and not all(n.strip() in LOSS_NAMES for n in v.split(",") if n.strip()))),
+        "--batch-size": text_int(1), "--cached-batch-size": st.one_of(text_int(1), st.sampled_from(["1", "4"])),
+        "--seq-len": st.one_of(text_int(3), ints(513, 10**6).map(str)),
+        "--output": st.one_of(st.sampled_from(["full", "notes.txt/out.json"]), bad_paths(world)),
+    }
+    extra, culprits = data.draw(flag_mutations(flags))
+    if extra[0] == "--cached-batch-size":  # below --batch-size (8 here) is refused too, naming both
+        culprits = [*culprits, "batch-size"]
+    assert_rejected(["bench", "--cached", "--shape", "tiny", "--batch-size", "8", *extra], culprits, wd, capfd,
+                    "cached bench flags")
 
 
 @given(data=st.data())
