@@ -43,7 +43,8 @@ def _add_options(p, options: tuple[api.Option, ...]) -> None:
                 p.add_argument(_flag(option.name), dest=option.name, action="store_true", help=option.help)
             continue
         p.add_argument(_flag(option.name), dest=option.name, type=option.kind, default=option.default,
-                       choices=option.choices, metavar=None if option.choices else "X",
+                       choices=option.choices,
+                       metavar=None if option.choices else "X" if option.kind is not str else option.name.upper(),
                        help=option.help if option.default is None else f"{option.help} (default: %(default)s)")
 
 

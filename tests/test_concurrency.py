@@ -61,5 +61,6 @@ def test_four_slots_keep_at_least_three_trials_running_while_trials_remain_to_st
     spans = [(r.metrics[TRIAL_STARTED_AT], r.metrics[REPORTED_AT]) for r in results]
     assert len(spans) == 16 and not results.errors
     figures = search_concurrency(spans, slots)
+    print(f"concurrency of 16 short trials on 4 fake-GPU slots: {figures}")  # shown with -s
     assert figures["mean_running_starting"] >= 3.0, figures
     assert figures["slot_use"] >= 0.75
