@@ -27,7 +27,7 @@ import subprocess
 import sys
 from dataclasses import asdict, dataclass
 
-from raycse.config import check_int
+from raycse.checks import INT_LIMIT, check_int
 from raycse.errors import ConfigError
 
 TIME_TARGET = 1.4  # cached L / uncached L
@@ -54,7 +54,7 @@ class CachedBenchOptions:
         for loss in self.losses:
             BenchOptions(shape=self.shape, loss=loss, batch_size=self.batch_size, steps=self.steps,
                          warmup=self.warmup, seq_len=self.seq_len, precision=self.precision).validate()
-        check_int("--cached-batch-size", self.cached_batch_size, low=1)
+        check_int("--cached-batch-size", self.cached_batch_size, low=1, high=INT_LIMIT)
         if self.cached_batch_size < self.batch_size:
             raise ConfigError(f"--cached-batch-size: must be at least --batch-size ({self.batch_size}), "
                               f"got {self.cached_batch_size}")
