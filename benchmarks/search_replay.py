@@ -77,6 +77,7 @@ def _parse_plan(surrogate, *, sampler: str, asha: bool, budget: int, settings: d
     setting = surrogate.setting
     train = setting["train"]
     raw = {
+        "experiment": "raycse-landscape-replay",  # never a run: the name only has to be a valid one
         "loss": setting["loss"], "space": setting["space"], "published": setting.get("published") or {},
         "train": {"max_steps": surrogate.steps[-1], "eval_steps": surrogate.steps[0],
                   "batch_size": train.get("batch_size", 16)},

@@ -107,10 +107,19 @@ def _check_sqlalchemy_url(name: str, url: str) -> None:
                                    f"({shown(reason, 120)[1:-1]})") from None
 
 
+def _read_only(path: Path) -> sqlite3.Connection:
+    """A connection that writes nothing. A database in write-ahead-log mode (raycse's stores are) gets its -wal and
+    -shm files created by any reader; when no -wal file exists every commit is in the main file, which is then read
+    as immutable (no side files)."""
+    wal = path.with_name(path.name + "-wal").exists()
+    return sqlite3.connect(f"file:{urllib.parse.quote(str(path.resolve()))}?{'mode=ro' if wal else 'immutable=1'}",
+                           uri=True)
+
+
 def _tables(path: Path) -> set[str]:
     """The tables of a SQLite file, read without writing anything (none when it is no SQLite database)."""
     try:
-        db = sqlite3.connect(f"file:{urllib.parse.quote(str(path.resolve()))}?mode=ro", uri=True)
+        db = _read_only(path)
         try:
             return {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         finally:
@@ -130,7 +139,7 @@ def study_names(url: str) -> list[str] | None:
         return []
     if "studies" not in _tables(path):
         return []  # no Optuna tables yet (or no SQLite file: Optuna will say so when it opens it)
-    db = sqlite3.connect(f"file:{urllib.parse.quote(str(path.resolve()))}?mode=ro", uri=True)
+    db = _read_only(path)
     try:
         return [row[0] for row in db.execute("SELECT study_name FROM studies")]
     except sqlite3.Error as err:

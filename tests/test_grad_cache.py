@@ -271,7 +271,7 @@ def test_without_mini_batch_size_dropout_is_torchs_call_for_call(tiny_bert_dir, 
 @pytest.mark.parametrize("mini, message", [
     (0, "mini_batch_size: must be an integer >= 1, got 0"),
     (9, "mini_batch_size: must be at most batch_size (8), got 9"),
-    (2.5, "mini_batch_size: must be an integer >= 1, got 2.5"),
+    (2.5, "mini_batch_size: must be an integer from 1 to 2147483647, got a number 2.5"),
 ])
 def test_mini_batch_size_is_validated(tiny_bert_dir, mini, message):
     with pytest.raises(ConfigError, match=re.escape(message)) as err:
