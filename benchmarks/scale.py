@@ -184,8 +184,10 @@ def run_one(args) -> dict:
     n, slots = args.one, args.gpus * args.trials_per_gpu
     eval_steps = 125
     space = load_space(SPACE)
+    # the whole bundled corpus over as many epochs as the run needs: validation refuses a run whose data ends before
+    # its first evaluation, and max_steps ends it where the stand-in's curve does
     base = dc.replace(space.base, model=tiny_model(out / "tiny-bert"), max_steps=args.evals * eval_steps,
-                      eval_steps=eval_steps, max_sentences=2048)
+                      eval_steps=eval_steps, epochs=args.evals * eval_steps)
     space = dc.replace(space, experiment=f"scale-{n}", num_samples=n, test_eval="none", confirm=None, base=base,
                        resources=dc.replace(space.resources, workers=1, cpus_per_worker=1,
                                             gpus_per_worker=1 / args.trials_per_gpu))

@@ -94,7 +94,8 @@ def test_a_search_with_the_stand_in_trial_records_what_a_real_one_does(tmp_path,
 
     monkeypatch.chdir(tmp_path)
     space = load_space(Path(__file__).resolve().parents[1] / "search_spaces" / "focal.yaml")
-    base = dataclasses.replace(space.base, model=str(tiny_bert_dir), max_steps=500, eval_steps=125, max_sentences=256)
+    # the whole bundled corpus for 3 epochs: 558 steps of 64, so the 500 the stand-in reports are a valid run
+    base = dataclasses.replace(space.base, model=str(tiny_bert_dir), max_steps=500, eval_steps=125, epochs=3)
     space = dataclasses.replace(space, experiment="scale-small", num_samples=6, test_eval="none", confirm=None,
                                 base=base, max_concurrent=1,
                                 resources=dataclasses.replace(space.resources, cpus_per_worker=1, gpus_per_worker=0.5))
