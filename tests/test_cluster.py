@@ -380,7 +380,8 @@ def test_fake_gpu_cluster_places_trials_on_gpu_workers(tmp_path, monkeypatch, ti
                 for resources in gpu_types.values())
         }
         assert 1 <= len(fake_gpu_workers) <= config["max_workers"]
-        assert len(trial_nodes) == 2
+        # one actor per trial, or one for both: Tune reuses a finished trial's actor when the second starts after it
+        assert 1 <= len(trial_nodes) <= 2
         assert head_id not in trial_nodes
         assert set(trial_nodes) <= fake_gpu_workers, (trial_nodes, fake_gpu_workers)
         assert sorted(trial_node_ids()) == sorted(trial_nodes)  # the helper a `raycse search` swap uses

@@ -349,11 +349,11 @@ def nan_bert_dir(tiny_bert_dir, tmp_path_factory) -> Path:
 
 
 def test_a_non_finite_loss_raises_training_diverged(nan_bert_dir, tmp_path):
-    # eval_steps beyond max_steps: the flag is checked every NONFINITE_CHECK_EVERY steps (no host sync per
-    # step), so the NaN of step 1 is reported at that step, before any evaluation or checkpoint.
+    # the only evaluation at the last step: the flag is checked every NONFINITE_CHECK_EVERY steps (no host sync
+    # per step), so the NaN of step 1 is reported at that step, before any evaluation or checkpoint.
     evaluations = []
-    config = tiny_config(nan_bert_dir, tmp_path / "out", max_steps=NONFINITE_CHECK_EVERY + 2, eval_steps=100,
-                         max_sentences=None)
+    config = tiny_config(nan_bert_dir, tmp_path / "out", max_steps=NONFINITE_CHECK_EVERY + 2,
+                         eval_steps=NONFINITE_CHECK_EVERY + 2, max_sentences=None)
     with pytest.raises(TrainingDiverged) as err:
         train(config, on_eval=evaluations.append)
     assert err.value.step == NONFINITE_CHECK_EVERY
@@ -365,7 +365,7 @@ def test_a_non_finite_loss_raises_training_diverged(nan_bert_dir, tmp_path):
 def test_a_non_finite_loss_on_the_last_step_is_caught_before_evaluating(nan_bert_dir, tmp_path):
     evaluations = []
     with pytest.raises(TrainingDiverged) as err:
-        train(tiny_config(nan_bert_dir, tmp_path / "out", max_steps=2, eval_steps=100), on_eval=evaluations.append)
+        train(tiny_config(nan_bert_dir, tmp_path / "out", max_steps=2, eval_steps=2), on_eval=evaluations.append)
     assert err.value.step == 2 and evaluations == []
 
 
