@@ -1,7 +1,6 @@
 """benchmarks/landscape.py: its design, its summary, its resumption, and one real recording on the tiny BERT."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
@@ -11,19 +10,13 @@ from argparse import Namespace
 from pathlib import Path
 
 import pytest
+from benchmark_modules import load_benchmark
 
 from raycse.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def load_benchmark(name: str):
-    """A module of benchmarks/ by path (on sys.path, benchmarks/concurrent.py would shadow `concurrent`)."""
-    spec = importlib.util.spec_from_file_location(f"benchmark_{name}", ROOT / "benchmarks" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 landscape = load_benchmark("landscape")

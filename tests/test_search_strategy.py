@@ -3,32 +3,24 @@ figures, and a short search replayed against a tiny recorded landscape through r
 scheduler (benchmarks/search_replay.py)."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from benchmark_modules import load_benchmark
 
 from raycse.driver.concurrency import mean_running, search_concurrency
 from raycse.errors import ConfigError
 from raycse.space import parse_space
 
-ROOT = Path(__file__).resolve().parents[1]
 SPACE = {"tau": {"type": "loguniform", "low": 0.02, "high": 0.2},
          "m": {"type": "uniform", "low": 0.0, "high": 0.6},
          "lr": {"type": "loguniform", "low": 1e-5, "high": 1e-4}}
 PUBLISHED = {"tau": 0.07, "m": 0.3, "lr": 3e-5}
 
 
-def load_benchmark(name: str):
-    spec = importlib.util.spec_from_file_location(f"benchmark_{name}", ROOT / "benchmarks" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def focal_space(**search):

@@ -1,27 +1,13 @@
 """benchmarks/surrogate.py on a small synthetic landscape file whose true function is known."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def load_benchmark(name: str):
-    """A module of benchmarks/ by path: putting the folder on sys.path would let benchmarks/concurrent.py shadow the
-    standard library's `concurrent`."""
-    spec = importlib.util.spec_from_file_location(f"benchmark_{name}", ROOT / "benchmarks" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
+from benchmark_modules import load_benchmark
 
 surrogate_module = load_benchmark("surrogate")
 Surrogate = surrogate_module.Surrogate
