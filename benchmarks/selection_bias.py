@@ -137,6 +137,7 @@ def simulate_decision(rng: np.random.Generator, budget: str, plan: ConfirmPlan, 
     rung, end, stopped = search_stage(rng, reps, k, model)
     rung, end = rung + means, end + means
     seeds = plan.seeds()
+    on_test = plan.test_seeds if plan.test_seeds is not None else len(seeds.judge)  # judging seeds scored on test
     choose = run_figures(rng, (reps, k, len(seeds.choose)), model) + means[:, :, None]
     judge = run_figures(rng, (reps, k, len(seeds.judge)), model) + means[:, :, None]
     judge_test = rng.standard_normal((reps, k, len(seeds.judge))) + means[:, :, None]
@@ -161,8 +162,8 @@ def simulate_decision(rng: np.random.Generator, budget: str, plan: ConfirmPlan, 
         for key in list(candidates) + ([published] if published not in candidates else []):
             c = int(key[1:])
             judged = () if key not in (winner, published) else tuple(
-                SeedScore(seed, FINISHED, v, {plan.test_key: t})
-                for seed, v, t in zip(seeds.judge, judge[i, c].tolist(), judge_test[i, c].tolist()))
+                SeedScore(seed, FINISHED, v, {plan.test_key: t} if j < on_test else {})
+                for j, (seed, v, t) in enumerate(zip(seeds.judge, judge[i, c].tolist(), judge_test[i, c].tolist())))
             config = candidates.get(key, ConfigScores(key, None))
             configs.append(ConfigScores(key, config.search_rank, config.choose, judged))
         d = decide(configs, published=published, baseline=baseline, plan=plan)
@@ -248,7 +249,8 @@ def run(budget: str, reps: int, seed: int = 0, margin: float = 1.0, rho: float =
     single = Model("single", 0.0, False)
     result = {"budget": budget, "reps": reps, "seed": seed, "margin_sigma": margin, "rho": rho,
               "num_samples": BUDGETS[budget]["num_samples"],
-              "plan": {"top_k": plan.top_k, "choose_seeds": len(plan.seeds().choose), "judge_seeds": plan.judge_seeds},
+              "plan": {"top_k": plan.top_k, "choose_seeds": len(plan.seeds().choose), "judge_seeds": plan.judge_seeds,
+                       "test_seeds": plan.test_seeds or plan.judge_seeds},
               "today_plan": BUDGETS[budget]["today"], "rules": {}}
     for rule, model in (("decision", curve), ("decision", single), ("today", curve), ("today", single)):
         entry = {}

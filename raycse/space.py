@@ -19,6 +19,7 @@ from raycse.checks import mapping as _mapping
 from raycse.checks import no_unknown as _no_unknown
 from raycse.config import TrainConfig, check_int, check_number, searchable_settings
 from raycse.errors import ConfigError, shown
+from raycse.paper_rows import paper_rows
 from raycse.strict_yaml import load_settings
 
 DISTRIBUTIONS = ("uniform", "loguniform", "int", "categorical")
@@ -31,7 +32,7 @@ SAMPLER_NAMES = ("prior", "tpe", "tpe-optuna", "random")
 SAMPLER_DEFAULTS = {"name": "tpe", "startup_trials": None, "prior_width": 0.15}
 SCHEDULER_KEYS = {"name", "grace_evals", "reduction_factor"}
 RESOURCE_KEYS = {"workers", "gpus_per_worker", "cpus_per_worker"}
-CONFIRM_KEYS = {"top_k", "choose_seeds", "judge_seeds"}
+CONFIRM_KEYS = {"top_k", "choose_seeds", "judge_seeds", "test_seeds"}
 BUDGET_KEYS = {"num_samples", "train", "resources", "test_eval", "max_concurrent", "scheduler", "confirm", "space"}
 TEST_EVAL = ("all", "best", "none")
 SPACE_FILE_BYTES = 1 << 20  # the shipped files are 2 to 4 KB
@@ -90,20 +91,27 @@ class Confirm:
     """How the answer is reached after the search stage (raycse/driver/decision.py): the `top_k` best configurations
     are trained on `choose_seeds` fresh seeds and the best mean there wins (no choosing block when top_k is 1); the
     winner and the published point are then trained on `judge_seeds` further fresh seeds, which alone judge them.
-    The defaults are the full budget's: 18 judging seeds can detect a difference of one seed-std (80% power)."""
+    The defaults are the full budget's: 18 judging seeds can detect a difference of one seed-std (80% power).
+    `test_seeds`: how many of the judging seeds (the first ones) also score the seven test tasks; None, all."""
 
     top_k: int = 3
     choose_seeds: int = 3
     judge_seeds: int = 18
+    test_seeds: int | None = None
+
+    def judging_seeds_on_test(self) -> int:
+        return self.judge_seeds if self.test_seeds is None else min(self.test_seeds, self.judge_seeds)
 
 
 @dataclass(frozen=True)
 class TrialSpec:
-    """What one Tune trial runs: the sampled values (as the search algorithm gives them), a seed and a stage."""
+    """What one Tune trial runs: the sampled values (as the search algorithm gives them), a seed, a stage, and
+    whether its best checkpoint is scored on the test tasks whatever the space's test_eval (a judging run's)."""
 
     sampled: dict
     seed: int
     stage: str  # one of records.STAGES
+    test: bool = False
 
     @classmethod
     def of(cls, tune_config: dict, base_seed: int) -> TrialSpec:
@@ -111,10 +119,10 @@ class TrialSpec:
         spec = tune_config.get("raycse_trial")
         if spec is None:
             return cls(dict(tune_config), base_seed, "search")
-        return cls(dict(spec["sampled"]), int(spec["seed"]), spec["stage"])
+        return cls(dict(spec["sampled"]), int(spec["seed"]), spec["stage"], bool(spec.get("test", False)))
 
     def as_tune_config(self) -> dict:
-        return {"raycse_trial": {"sampled": self.sampled, "seed": self.seed, "stage": self.stage}}
+        return {"raycse_trial": {"sampled": self.sampled, "seed": self.seed, "stage": self.stage, "test": self.test}}
 
 
 @dataclass
@@ -315,7 +323,7 @@ def parse_space(raw: dict, where: str) -> SearchSpace:
         test_eval=search.get("test_eval", "all"),
         resources=Resources(**resources),
         cpu_budget=budget,
-        paper=_paper(raw.get("paper", {}), where),
+        paper=paper_rows(raw.get("paper", {}), where),
         confirm=None if confirm is None else _confirm(confirm, where, "search.confirm"),
     )
     validate_space(space)
@@ -325,7 +333,8 @@ def parse_space(raw: dict, where: str) -> SearchSpace:
 
 
 def _confirm(raw, where: str, key: str, base: Confirm | None = None) -> Confirm:
-    """`{top_k, choose_seeds, judge_seeds}`, over `base` (the defaults, or the full budget's for cpu_budget)."""
+    """`{top_k, choose_seeds, judge_seeds, test_seeds}`, over `base` (the defaults, or the full budget's for
+    cpu_budget)."""
     values = _mapping(raw, where, key)
     _no_unknown(values, CONFIRM_KEYS, where, f"{key}.")
     confirm = dataclasses.replace(base or Confirm(), **values)
@@ -333,37 +342,11 @@ def _confirm(raw, where: str, key: str, base: Confirm | None = None) -> Confirm:
         check_int("top_k", confirm.top_k, low=1, high=INT_LIMIT)
         check_int("choose_seeds", confirm.choose_seeds, low=1 if confirm.top_k > 1 else 0, high=CONFIRM_SEEDS_LIMIT)
         check_int("judge_seeds", confirm.judge_seeds, low=2, high=CONFIRM_SEEDS_LIMIT)  # 2: the least for an interval
+        if confirm.test_seeds is not None:
+            check_int("test_seeds", confirm.test_seeds, low=1, high=confirm.judge_seeds)
     except ConfigError as err:
         raise ConfigError(f"{where}: {key}.{err}") from None
     return confirm
-
-
-def _paper(raw, where: str) -> dict[str, dict]:
-    """The papers' rows by family: `{model, corpus, figures: {task: a number, or [mean, std] where the paper prints
-    mean ± std}}`. The model and corpus say what the figures were measured on: a row whose model or corpus differs
-    from the search's is shown as not comparable."""
-    rows = {}
-    for family, row in _mapping(raw, where, "paper").items():
-        row = _mapping(row, where, f"paper.{family}")
-        _no_unknown(row, {"model", "corpus", "figures"}, where, f"paper.{family}.")
-        for key in ("model", "corpus"):  # what the figures were measured on: words shown beside them
-            if row.get(key) is not None and (not isinstance(row[key], str) or not row[key].strip()):
-                raise ConfigError(f"{where}: paper.{family}.{key}: must be a non-empty string, got {shown(row[key])}")
-        figures = {}
-        for task, value in _mapping(row.get("figures"), where, f"paper.{family}.figures").items():
-            key = f"paper.{family}.figures.{task}"
-            pair = value if isinstance(value, list) else [value]
-            if len(pair) not in (1, 2):
-                raise ConfigError(f"{where}: {key}: a number or [mean, std], got {shown(value)}")
-            try:
-                figures[str(task)] = {"mean": check_number(key, pair[0])}
-                if len(pair) == 2:
-                    figures[str(task)]["std"] = check_number(key, pair[1], low=0.0)
-            except ConfigError as err:
-                raise ConfigError(f"{where}: {err}") from None
-        rows[str(family)] = {"model": str(row.get("model") or "unknown model"),
-                             "corpus": str(row.get("corpus") or "unknown corpus"), "figures": figures}
-    return rows
 
 
 def _parse_families(raw: dict, where: str) -> dict[str, Family]:

@@ -20,7 +20,7 @@ LAYERS = [
     ("losses", ["losses"]),
     ("data, model, evaluation", ["keyed_dropout", "row_dropout", "model_loading", "sentence_transformers_files",
                                  "model", "data", "sts_data", "evaluation", "batches"]),
-    ("configuration", ["inputs", "config", "space"]),
+    ("configuration", ["inputs", "config", "paper_rows", "space"]),
     ("trainer", ["checkpoints", "compile_policy", "grad_cache", "trainer"]),
     ("one training", ["launch"]),
     ("search, report, bench", ["driver", "report", "bench", "export"]),

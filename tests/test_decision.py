@@ -183,6 +183,19 @@ def test_without_test_figures_the_untouched_model_is_not_judged():
     assert not d.baseline_judged and not d.beats_baseline and "not judged" in d.sentence
 
 
+def test_with_one_judging_seed_on_test_the_untouched_model_is_not_judged_and_the_verdict_says_why():
+    plan = cpu_plan(judge_seeds=2, test_seeds=1)
+    judge = plan.seeds().judge
+    configs = [ConfigScores("w", 1, judge=runs(judge, [80.0, 80.4], [90.0, None])),
+               ConfigScores("p", None, judge=runs(judge, [79.9, 80.1], [77.9, None]))]
+    d = decide(configs, published="p", baseline=Baseline(79.0, {"avg": 77.0}), plan=plan)
+    assert d.winner_test.n == 1 and d.winner_test.low is None  # 13 points above the untouched model, n = 1
+    assert not d.baseline_judged and not d.beats_baseline
+    assert "not judged (only 1 judging seed scored the test tasks: test_seeds 1)" in d.sentence
+    assert "the test tasks scored on 1 of them" in d.sentence
+    assert d.versus_published.n == 2  # dev is still judged on both seeds
+
+
 # ------------------------------------------------------------------------------------------ words
 def test_stds_from_fewer_than_three_values_get_one_significant_digit():
     assert [one_significant(x) for x in (0.0634, 0.096, 1.37, 12.3)] == ["0.06", "0.1", "1", "10"]
@@ -227,7 +240,7 @@ def test_a_small_simulation_runs_and_shows_the_bias_it_removes(monkeypatch):
     monkeypatch.setitem(sys.modules, spec.name, module)  # its dataclasses look their module up there
     spec.loader.exec_module(module)
     result = module.run("full", reps=60, seed=1)
-    assert result["plan"] == {"top_k": 3, "choose_seeds": 3, "judge_seeds": 18}
+    assert result["plan"] == {"top_k": 3, "choose_seeds": 3, "judge_seeds": 18, "test_seeds": 18}
     for name, entry in result["rules"].items():
         for scenario in ("null", "power"):
             for flag in ("beats_published", "beats_baseline", "winner_is_published"):
@@ -238,4 +251,7 @@ def test_a_small_simulation_runs_and_shows_the_bias_it_removes(monkeypatch):
     assert today["beats_baseline"]["rate"] > 0.9
     assert new["detectable"]["median"] == pytest.approx(0.93, abs=0.15)
     cpu = module.run("cpu", reps=30, seed=1)
-    assert cpu["plan"] == {"top_k": 1, "choose_seeds": 0, "judge_seeds": 2}
+    assert cpu["plan"] == {"top_k": 1, "choose_seeds": 0, "judge_seeds": 2, "test_seeds": 1}
+    # one judging seed on test: the CPU budget never judges the winner against the untouched model
+    assert all(entry["null"]["beats_baseline"]["rate"] == 0.0 for name, entry in cpu["rules"].items()
+               if name.startswith("decision"))

@@ -335,6 +335,7 @@ def space_slots(world):
         (("search", "confirm", "top_k"), bad_int(1)),
         (("search", "confirm", "choose_seeds"), bad_int(0, 100)),  # top_k 1: no choosing block, 0 seeds allowed
         (("search", "confirm", "judge_seeds"), bad_int(2, 100)),  # 2: the least that gives an interval
+        (("search", "confirm", "test_seeds"), bad_int(1, 2, nullable=True)),  # at most the judging seeds; null: all
         (("resources", "workers"), bad_int(1)),
         (("resources", "cpus_per_worker"), st.one_of(numbers(low=10_000.0), bad_number(0.0))),
         (("resources", "gpus_per_worker"), bad_number(0.0)),
@@ -358,8 +359,8 @@ SECTIONS = {
          "families", "search", "resources", "cpu_budget", "paper"},
     ("search",): {"num_samples", "max_concurrent", "seed", "scheduler", "test_eval", "confirm"},
     ("search", "scheduler"): {"name", "grace_evals", "reduction_factor"},
-    ("search", "confirm"): {"top_k", "choose_seeds", "judge_seeds"},
-    ("cpu_budget", "confirm"): {"top_k", "choose_seeds", "judge_seeds"},
+    ("search", "confirm"): {"top_k", "choose_seeds", "judge_seeds", "test_seeds"},
+    ("cpu_budget", "confirm"): {"top_k", "choose_seeds", "judge_seeds", "test_seeds"},
     ("paper", "focal"): {"model", "corpus", "figures"},
     ("resources",): {"workers", "gpus_per_worker", "cpus_per_worker"},
     ("cpu_budget",): {"num_samples", "train", "resources", "test_eval", "max_concurrent", "scheduler", "confirm",

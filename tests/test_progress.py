@@ -52,15 +52,16 @@ def test_the_figures_of_the_status_line():
     shown.stage("search")
     shown.plan(4)
     trials = [Trial("a", "RUNNING"), Trial("b")]
-    shown.seen(trials, started="a")
+    shown.seen(trials, started=trials[0])
     assert shown.text() == "search | 0/4 trials done, 1 running | 30s elapsed | time left: estimating"
     clock.now += 10
     shown.reported("a", step=8, total_steps=16, best=80.5)
     # half of one trial's steps out of 4 trials, in 10 s: 1/8 done, so 70 s left
     assert shown.remaining() == pytest.approx(70.0)
-    trials[0].status, trials[0].last_result = "TERMINATED", {"best_objective": 81.25}
     trials[1].status = "RUNNING"
-    shown.seen(trials, ended="a")
+    shown.seen(trials, started=trials[1])
+    trials[0].status, trials[0].last_result = "TERMINATED", {"best_objective": 81.25}
+    shown.seen(trials, ended=trials[0])
     assert shown.text() == ("search | 1/4 trials done, 1 running | best 81.25 | 40s elapsed | "
                             "about 30s left in this stage")
     shown.reported("b", step=4, total_steps=16, best=float("nan"))  # a diverged evaluation is no best
@@ -79,7 +80,7 @@ def test_plain_lines_in_a_pipe():
     shown.seen(trials)
     clock.now += 20
     trials[0].status = "TERMINATED"
-    shown.seen(trials, ended="a")
+    shown.seen(trials, ended=trials[0])
     assert out.getvalue() == "confirm | 1/2 trials done, 1 running | 20s elapsed | about 20s left in this stage\n"
     assert "\x1b" not in out.getvalue()
 

@@ -32,7 +32,7 @@ space:
   {extra}
 published: {{tau: 0.07, m: 0.3}}
 search: {{num_samples: {num_samples}, seed: {seed}, test_eval: {test_eval}, scheduler: {{name: fifo}},
-         confirm: {{top_k: 1, judge_seeds: 2}}}}
+         confirm: {confirm}}}
 resources: {{workers: 1, cpus_per_worker: 2}}
 paper:
   focal: {{model: bert-base-uncased, corpus: wiki1m, figures: {{STS12: [68.50, 0.08], avg: [77.33, 0.08]}}}}
@@ -40,10 +40,11 @@ paper:
 
 
 def write_space(tmp_path: Path, model: Path, experiment: str, num_samples: int, test_eval: str = "best",
-                extra: str = "", seed: int = 0, steps: int = 4) -> Path:
+                extra: str = "", seed: int = 0, steps: int = 4,
+                confirm: str = "{top_k: 1, judge_seeds: 2}") -> Path:
     path = tmp_path / f"{experiment}.yaml"
     path.write_text(SPACE.format(experiment=experiment, model=model, num_samples=num_samples, test_eval=test_eval,
-                                 extra=extra, seed=seed, steps=steps, sentences=max(160, 8 * steps)))
+                                 extra=extra, seed=seed, steps=steps, sentences=max(160, 8 * steps), confirm=confirm))
     return path
 
 
@@ -81,9 +82,12 @@ def test_a_search_runs_every_stage_and_records_the_answer(tmp_path, tiny_bert_di
 
     monkeypatch.chdir(tmp_path)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    space = write_space(tmp_path, tiny_bert_dir, "tiny-search", num_samples=2)
+    # as the shipped CPU budgets: only the first judging seed scores the test tasks
+    space = write_space(tmp_path, tiny_bert_dir, "tiny-search", num_samples=2,
+                        confirm="{top_k: 1, judge_seeds: 2, test_seeds: 1}")
     assert main(search_args(tmp_path, space)) == 0
     out = capsys.readouterr().out
+    assert "the test tasks on seed 43" in out and "Scoring" not in out  # nothing left for the test stage
     assert "CPU budget" in out  # no GPU here, and the output says so
     for words in ("Baseline (untouched model):", "Judging", "Verdict:", "95% interval", "df = 1", "Test tasks",
                   "untouched model", "Not comparable", "Seed noise", "demonstration of the mechanism", "Time:"):
@@ -115,8 +119,9 @@ def test_a_search_runs_every_stage_and_records_the_answer(tmp_path, tiny_bert_di
         assert sorted(int(r.data.tags["raycse.seed"]) for r in runs) == [43, 44]
         assert config["judge"]["seeds"] == [43, 44] and config["judge"]["n"] == 2
         assert sorted(config["judge"]["values"]) == sorted(r.data.metrics["best_objective"] for r in runs)
-        for run in runs:  # every judging run scored its best checkpoint on the test tasks
-            assert "avg" in run.data.metrics and "STS12" in run.data.metrics
+        for run in runs:  # the seed-43 judging runs scored their best checkpoint on the test tasks, no other
+            scored = run.data.tags["raycse.seed"] == "43"
+            assert ("avg" in run.data.metrics) == scored and ("STS12" in run.data.metrics) == scored
     winner = summary["winner"]
     assert winner["n"] == 2 and parent.data.metrics["best_objective"] == pytest.approx(winner["mean"])
     assert winner["sentence"] and winner["sentence"] in out and winner["sentence"] == summary["verdict"]
@@ -124,7 +129,9 @@ def test_a_search_runs_every_stage_and_records_the_answer(tmp_path, tiny_bert_di
     assert set(summary["baseline"]["test"]) >= {"STS12", "SICKRelatedness", "avg"}  # the untouched model's row
     rows = {row["label"]: row for row in summary["test_table"]["rows"]}
     assert rows["untouched model"]["figures"]["avg"]["mean"] == pytest.approx(summary["baseline"]["test"]["avg"])
-    assert rows["winner"]["n"] == 2 and rows["winner"]["figures"]["avg"]["n"] == 2
+    assert rows["winner"]["n"] == 1 and rows["winner"]["figures"]["avg"]["n"] == 1
+    assert summary["test_table"]["seeds"] == "judging seed 43" and decision["method"]["test_seeds"] == 1
+    assert not winner["beats_baseline"] and not winner["baseline_judged"] and "test_seeds" in summary["verdict"]
     assert parent.data.metrics["avg"] == pytest.approx(rows["winner"]["figures"]["avg"]["mean"])
     assert summary["paper"]["figures"]["avg"] == {"mean": 77.33, "std": 0.08} and not summary["paper"]["comparable"]
     # the registered checkpoint is the winner's first judging seed's, by rule
@@ -315,9 +322,9 @@ def test_a_finished_trial_is_never_run_again_after_a_kill(tmp_path, tiny_bert_di
 @pytest.mark.timeout(1200)
 def test_resume_during_the_judging_stage(tmp_path, tiny_bert_dir):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    space = write_space(tmp_path, tiny_bert_dir, "judge-kill", num_samples=2, test_eval="none", steps=100)
+    space = write_space(tmp_path, tiny_bert_dir, "judge-kill", num_samples=2, test_eval="none", steps=40)
     args = search_args(tmp_path, space)
-    # Killed mid-trial in the judging stage, once its first checkpoint (step 2 of 100) is on disk and Tune's
+    # Killed mid-trial in the judging stage, once its first checkpoint (step 2 of 40) is on disk and Tune's
     # once-a-second snapshot of the experiment has had the time to record it.
     before = kill_when(start_cli(args, tmp_path / "first.log", tmp_path), tmp_path / "first.log",
                        lambda text: any(" judge " in line and " step      2 " in line for line in text.splitlines())

@@ -123,6 +123,8 @@ def test_define_by_run_with_real_optuna():
     ("loss: focal\nspace: {tau: {type: uniform, low: 0.1, high: 0.2}}\npublished: {tau: 0.07}\n", "published.tau"),
     ("loss: focal\nspace: {m: {type: categorical, choices: [0.1, 0.2]}}\npublished: {m: 0.3}\n", "published.m"),
     ("loss: focal\nsearch: {confirm: {judge_seeds: 1}}\n", "search.confirm.judge_seeds"),
+    ("loss: focal\nsearch: {confirm: {judge_seeds: 3, test_seeds: 4}}\n", "search.confirm.test_seeds"),
+    ("loss: focal\nsearch: {confirm: {test_seeds: 0}}\n", "search.confirm.test_seeds"),
     ("loss: focal\nsearch: {confirm: {top_k: 2, choose_seeds: 0}}\n", "search.confirm.choose_seeds"),
     ("loss: focal\nsearch: {confirm: {seeds: 2}}\n", "search.confirm.seeds"),
     ("loss: focal\nsearch: {confirm: {top_k: 1, seedz: 3}}\n", "search.confirm.seedz"),

@@ -26,14 +26,6 @@ from pathlib import Path
 from typing import Any
 
 from raycse.records import (
-    BEST_OBJECTIVE,
-    BEST_STEP,
-    FINAL,
-    OBJECTIVE,
-    SENTENCES_PER_S,
-    STEP,
-    TOTAL_STEPS,
-    TRAIN_LOSS,
     TRIAL_CHECKPOINT,
     TRIAL_COMPILE,
     TRIAL_EVAL,
@@ -102,6 +94,7 @@ def simulated_trial(tune_config: dict, trials: SimulatedTrials, context, base_se
 
     from raycse.driver.pacing import CheckpointPace
     from raycse.driver.replay import replayed_result
+    from raycse.driver.trial_result import evaluation_result, final_result
 
     started = time.time()
     trial_id = tune.get_context().get_trial_id()
@@ -133,16 +126,17 @@ def simulated_trial(tune_config: dict, trials: SimulatedTrials, context, base_se
         if value > best:
             best, best_step = value, step
         timings[TRIAL_TRAIN] += trials.eval_interval_s
-        metrics = {STEP: step, TOTAL_STEPS: points[-1][0], OBJECTIVE: value, BEST_OBJECTIVE: best, BEST_STEP: best_step,
-                   TRAIN_LOSS: 1.0 / (1.0 + step), SENTENCES_PER_S: sentences_per_eval / trials.eval_interval_s,
-                   objective: value, **timings}
+        metrics = evaluation_result(step=step, total_steps=points[-1][0], objective=value, best_objective=best,
+                                    best_step=best_step, train_loss=1.0 / (1.0 + step),
+                                    sentences_per_s=sentences_per_eval / trials.eval_interval_s,
+                                    timings=dict(timings), extra={objective: value})
         if pace.due():
             _report(trials, metrics, index + 1, final=False)
             pace.handed()
         else:
             tune.report(metrics)
-    final = {**timings, STEP: points[-1][0] if points else 0, OBJECTIVE: best, BEST_OBJECTIVE: best,
-             BEST_STEP: best_step, FINAL: 1}
+    final = final_result(steps=points[-1][0] if points else 0, best_objective=best, best_step=best_step,
+                         timings=timings)
     _report(trials, final, len(points), final=True)
 
 

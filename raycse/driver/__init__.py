@@ -13,6 +13,7 @@
     summary.py      search_summary.json, the file every view of a search reads
     scoring.py      the untouched model and saved checkpoints scored as Ray tasks
     trial.py        the worker side: one trial, as a Tune function trainable
+    trial_result.py the results a trial reports to Tune (per evaluation, last), shared with the scale stand-in
     replay.py       the worker side: a trial MLflow holds as finished replays its result instead of training
     searcher.py     the Tune objects pickled with a search (the tagged Optuna searcher, the step-budget stopper)
 

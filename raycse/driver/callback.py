@@ -104,7 +104,7 @@ class MlflowSearchCallback(tune.Callback):
 
     # ------------------------------------------------------------------------------ the loop's thread
     def on_trial_start(self, iteration, trials, trial, **info):
-        progress.trials_seen(trials, started=trial.trial_id)
+        progress.trials_seen(trials, started=trial)
         spec = self._spec(trial)
         config = self.space.trial_config(spec.sampled, spec.seed)
         tags = {TRIAL_TAG: trial.trial_id, STATUS_TAG: RUNNING, STAGE_TAG: spec.stage, SEED_TAG: spec.seed,
@@ -133,7 +133,7 @@ class MlflowSearchCallback(tune.Callback):
                  f"{result.get(SENTENCES_PER_S, 0):8.1f} sentences/s")
 
     def on_trial_complete(self, iteration, trials, trial, **info):
-        progress.trials_seen(trials, ended=trial.trial_id)
+        progress.trials_seen(trials, ended=trial)
         last = trial.last_result or {}
         if last.get(REPLAYED):
             return
@@ -150,7 +150,7 @@ class MlflowSearchCallback(tune.Callback):
                                              line))
 
     def on_trial_error(self, iteration, trials, trial, **info):
-        progress.trials_seen(trials, ended=trial.trial_id)
+        progress.trials_seen(trials, ended=trial)
         error = trial_error(trial)  # divergence never lands here: it ends a trial normally
         self.log(f"trial {trial.trial_id}  failed: {error}")
         tags = {STATUS_TAG: FAILED, ERROR_TAG: error, STEPS_TAG: (trial.last_result or {}).get(STEP, 0)}

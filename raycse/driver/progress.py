@@ -72,6 +72,7 @@ class SearchProgress:
         self.running: set[str] = set()
         self.best: float | None = None
         self.mode = "max"
+        self._read_all = False  # whether this stage's trials have been read once (seen)
 
     # ------------------------------------------------------------------------------------------ feeding
     def stage(self, name: str) -> None:
@@ -93,21 +94,31 @@ class SearchProgress:
             self._better(best)
             self.draw()
 
-    def seen(self, trials, started: str | None = None, ended: str | None = None) -> None:
-        """Tune's list of the stage's trials (restored ones included): which are done, which run, their best."""
+    def seen(self, trials, started=None, ended=None) -> None:
+        """Tune's trials at a trial's start or end (`started` / `ended`: that Tune trial). The stage's first call
+        reads them all (a restored stage's finished trials included); later calls read only the trial that started
+        or ended, so that a search of n trials costs O(n) here, not O(n^2)."""
         with self.lock:
             before = len(self.done)
-            for trial in trials:
-                if trial.status in DONE_STATUSES or trial.trial_id == ended:
-                    self.done.add(trial.trial_id)
-                    self.running.discard(trial.trial_id)
-                elif trial.status == "RUNNING" or trial.trial_id == started:
-                    self.running.add(trial.trial_id)
-                self._better((trial.last_result or {}).get(BEST_OBJECTIVE))
+            if not self._read_all:
+                self._read_all = True
+                for trial in trials:
+                    self._note(trial, started is trial, ended is trial)
+            for trial, is_start in ((started, True), (ended, False)):
+                if trial is not None:
+                    self._note(trial, is_start, not is_start)
             if len(self.done) > before and not self.live:
                 self.stream.write(self.text() + "\n")
                 self.stream.flush()
             self.draw()
+
+    def _note(self, trial, started: bool, ended: bool) -> None:
+        if trial.status in DONE_STATUSES or ended:
+            self.done.add(trial.trial_id)
+            self.running.discard(trial.trial_id)
+        elif trial.status == "RUNNING" or started:
+            self.running.add(trial.trial_id)
+        self._better((trial.last_result or {}).get(BEST_OBJECTIVE))
 
     def _better(self, value) -> None:
         if not isinstance(value, (int, float)) or not math.isfinite(value):
@@ -255,7 +266,7 @@ def trial_reported(trial_id: str, step: int | None, total_steps: int | None, bes
         _shown.reported(trial_id, step, total_steps, best)
 
 
-def trials_seen(trials, started: str | None = None, ended: str | None = None) -> None:
-    """Tune's trials of the running stage, as a trial starts or ends (its id: `started`, `ended`)."""
+def trials_seen(trials, started=None, ended=None) -> None:
+    """Tune's trials of the running stage, as a trial starts or ends (that trial: `started`, `ended`)."""
     if _shown is not None:
         _shown.seen(trials, started, ended)

@@ -24,6 +24,7 @@ from typing import Any
 from raycse.config import TrainConfig
 from raycse.driver.pacing import CheckpointPace
 from raycse.driver.replay import TrialContext, replayed_result
+from raycse.driver.trial_result import evaluation_result, final_result
 from raycse.evaluation import DevObjective
 from raycse.records import (
     BEST_OBJECTIVE,
@@ -33,13 +34,9 @@ from raycse.records import (
     ERROR,
     FINAL,
     FINAL_KEYS,
-    JUDGE,
     OBJECTIVE,
     REPORTED_AT,
-    SENTENCES_PER_S,
     STEP,
-    TOTAL_STEPS,
-    TRAIN_LOSS,
     TRIAL_CHECKPOINT,
     TRIAL_COMPILE,
     TRIAL_EVAL,
@@ -61,25 +58,24 @@ def eval_metrics(report, extra_checkpoint_s: float = 0.0, worker_start_s: float 
     """The Tune result of one evaluation: the objective and its parts, the loss's diagnostics, the timings
     (cumulative over the trial; startup includes the worker's own start, checkpoint Tune's copy to storage)."""
     timings = report.timings
-    return {
-        STEP: report.step, TOTAL_STEPS: report.total_steps, OBJECTIVE: report.objective,
-        BEST_OBJECTIVE: report.best_objective, BEST_STEP: report.best_step, TRAIN_LOSS: report.train_loss,
-        SENTENCES_PER_S: report.sentences_per_s,
-        **report.dev_scores, **{loss_stat(name): value for name, value in report.loss_stats.items()},
-        TRIAL_STARTUP: worker_start_s + timings.startup_s, TRIAL_COMPILE: timings.compile_s,
-        TRIAL_TRAIN: timings.train_s, TRIAL_EVAL: timings.eval_s,
-        TRIAL_CHECKPOINT: timings.checkpoint_s + extra_checkpoint_s,
-        COMPILE_DECISION: report.compile_decision,
-    }
+    return evaluation_result(
+        step=report.step, total_steps=report.total_steps, objective=report.objective,
+        best_objective=report.best_objective, best_step=report.best_step, train_loss=report.train_loss,
+        sentences_per_s=report.sentences_per_s,
+        timings={TRIAL_STARTUP: worker_start_s + timings.startup_s, TRIAL_COMPILE: timings.compile_s,
+                 TRIAL_TRAIN: timings.train_s, TRIAL_EVAL: timings.eval_s,
+                 TRIAL_CHECKPOINT: timings.checkpoint_s + extra_checkpoint_s},
+        extra={**report.dev_scores, **{loss_stat(name): value for name, value in report.loss_stats.items()},
+               COMPILE_DECISION: report.compile_decision})
 
 
 def final_metrics(results: dict, last_eval: dict) -> dict[str, Any]:
     """The last report of a finished trial: its best objective as the objective, the test figures if scored."""
     timings = {k: last_eval[k] for k in TRIAL_TIMING_KEYS if k in last_eval}  # the last evaluation's dev figures
     # stay out: a test figure of the same name (sickr_dev) comes from the best checkpoint, below
-    final = {**timings, STEP: results["steps"], OBJECTIVE: results["best_objective"],
-             BEST_OBJECTIVE: results["best_objective"], BEST_STEP: results["best_step"], FINAL: 1}
-    final[TRIAL_EVAL] = last_eval.get(TRIAL_EVAL, 0.0) + results.get("test_eval_seconds", 0.0)
+    timings[TRIAL_EVAL] = last_eval.get(TRIAL_EVAL, 0.0) + results.get("test_eval_seconds", 0.0)
+    final = final_result(steps=results["steps"], best_objective=results["best_objective"],
+                         best_step=results["best_step"], timings=timings)
     final.update({k: results[k] for k in FINAL_KEYS if k in results})
     return final
 
@@ -152,10 +148,10 @@ def _write_compile_record(seconds: float) -> None:
 # ------------------------------------------------------------------------------------ the trainable
 def trial_config(space: SearchSpace, spec: TrialSpec, output_dir: str) -> TrainConfig:
     """The trial's TrainConfig. Its best checkpoint is scored on the test tasks at the end when the space asks it
-    of every trial (test_eval: all), and for every judging run unless the test tasks are off (the answer's test
-    table is made of them)."""
+    of every trial (test_eval: all), and for the judging runs the judge stage names unless the test tasks are off
+    (the answer's test table is made of them)."""
     config = space.trial_config(spec.sampled, spec.seed)
-    test_eval = space.test_eval == "all" or (spec.stage == JUDGE and space.test_eval != "none")
+    test_eval = space.test_eval == "all" or (spec.test and space.test_eval != "none")
     return dataclasses.replace(config, workers=space.resources.workers,
                                gpus_per_worker=space.resources.gpus_per_worker, test_eval=test_eval,
                                output_dir=output_dir)

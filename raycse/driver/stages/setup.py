@@ -43,12 +43,15 @@ class SetupStage(Stage):
         plan = state.plan = planning.search_plan(space, options, state.budget)
         set_snapshot_period(state.storage, plan.num_samples)
         if state.budget == "cpu":
-            confirm = plan.confirm
+            confirm, judged = plan.confirm, ")."
+            if confirm is not None:
+                on_test = confirm.judging_seeds_on_test()
+                judged = (f"; the winner and the published point judged on {confirm.judge_seeds} fresh seeds"
+                          + (f", {on_test} of them scored on the test tasks" if on_test < confirm.judge_seeds
+                             and plan.test_eval != "none" else "") + ").")
             state.log(f"No GPU in the Ray cluster: using the CPU budget of {space.path} "
                       f"({plan.num_samples} trials, batch {plan.base.batch_size}, {plan.base.max_steps or 'all'} "
-                      f"steps, the objective every {plan.base.eval_steps} steps"
-                      + (f"; the winner and the published point judged on {confirm.judge_seeds} fresh seeds)."
-                         if confirm else ")."))
+                      f"steps, the objective every {plan.base.eval_steps} steps{judged}")
         state.optuna_storage = options.optuna_storage or planning.default_optuna_storage(options.tracking_uri)
         state.tracker = Tracker(options.tracking_uri, space.experiment)
         state.parent_run_id = _open_parent_run(state)

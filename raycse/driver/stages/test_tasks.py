@@ -1,8 +1,9 @@
-"""Test: the judging runs' best checkpoints that lack test figures (a run replayed on --resume, say) scored on the
-seven STS test tasks, as Ray tasks side by side. Judging runs score themselves at their end, so this stage usually
-has nothing to do."""
+"""Test: the judging runs' best checkpoints that should have test figures (those of the first `test_seeds` judging
+seeds) but lack them (a run replayed on --resume, say), scored on the seven STS test tasks as Ray tasks side by
+side. Judging runs score themselves at their end, so this stage usually has nothing to do."""
 from __future__ import annotations
 
+from raycse.driver import confirmation
 from raycse.driver.scoring import score_checkpoint
 from raycse.driver.stages.base import Stage
 from raycse.driver.state import SearchState
@@ -12,7 +13,7 @@ from raycse.records import FINISHED
 class TestTasksStage(Stage):
     __test__ = False  # not a pytest class, whatever its name
     name = "test"
-    needs = ("plan", "judge_runs")
+    needs = ("plan", "budget", "judge_runs")
 
     def applies(self, state: SearchState) -> bool:
         return state.plan.test_eval != "none" and bool(state.judge_runs)
@@ -21,7 +22,10 @@ class TestTasksStage(Stage):
         import ray
 
         plan = state.plan
-        missing = [run for run in state.judge_runs if not run.test and run.checkpoint and run.status == FINISHED]
+        judging_seeds = confirmation.confirm_plan(plan, state.budget).seeds().judge
+        on_test = set(judging_seeds[:plan.confirm.judging_seeds_on_test()])
+        missing = [run for run in state.judge_runs
+                   if run.seed in on_test and not run.test and run.checkpoint and run.status == FINISHED]
         if not missing:
             return
         state.log(f"Scoring {len(missing)} judging checkpoint(s) on the seven STS test tasks ...")
