@@ -25,6 +25,11 @@ def confirm_plan(plan: SearchSpace, budget: str) -> ConfirmPlan | None:
                        objective=objective.description, test_seeds=plan.confirm.judging_seeds_on_test())
 
 
+def seeds_on_test(plan: SearchSpace, budget: str) -> tuple[int, ...]:
+    """The judging seeds whose runs score the seven test tasks: the first `test_seeds` of them."""
+    return confirm_plan(plan, budget).seeds().judge[:plan.confirm.judging_seeds_on_test()]
+
+
 def trial_curves(searched: list[TrialRecord]) -> list[TrialCurve]:
     """The search stage's trials as the ranking reads them: status and dev curve."""
     curves = []

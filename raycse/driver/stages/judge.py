@@ -29,7 +29,7 @@ class JudgeStage(Stage):
         published = confirmation.published_key(plan, configs[state.winner_key]["family"])
         keys = [state.winner_key] + ([published] if published and published != state.winner_key else [])
         seeds = confirm.seeds().judge
-        on_test = seeds[:plan.confirm.judging_seeds_on_test()]
+        on_test = confirmation.seeds_on_test(plan, state.budget)
         specs = [TrialSpec(plan.sampled_of(configs[key]["family"], configs[key]["params"]), seed, JUDGE,
                            test=seed in on_test)
                  for key in keys for seed in seeds]

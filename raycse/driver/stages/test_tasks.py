@@ -22,8 +22,7 @@ class TestTasksStage(Stage):
         import ray
 
         plan = state.plan
-        judging_seeds = confirmation.confirm_plan(plan, state.budget).seeds().judge
-        on_test = set(judging_seeds[:plan.confirm.judging_seeds_on_test()])
+        on_test = set(confirmation.seeds_on_test(plan, state.budget))
         missing = [run for run in state.judge_runs
                    if run.seed in on_test and not run.test and run.checkpoint and run.status == FINISHED]
         if not missing:
