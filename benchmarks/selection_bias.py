@@ -137,7 +137,7 @@ def simulate_decision(rng: np.random.Generator, budget: str, plan: ConfirmPlan, 
     rung, end, stopped = search_stage(rng, reps, k, model)
     rung, end = rung + means, end + means
     seeds = plan.seeds()
-    on_test = plan.test_seeds if plan.test_seeds is not None else len(seeds.judge)  # judging seeds scored on test
+    on_test = plan.judging_seeds_on_test  # the judging seeds whose runs have a test figure
     choose = run_figures(rng, (reps, k, len(seeds.choose)), model) + means[:, :, None]
     judge = run_figures(rng, (reps, k, len(seeds.judge)), model) + means[:, :, None]
     judge_test = rng.standard_normal((reps, k, len(seeds.judge))) + means[:, :, None]
@@ -250,7 +250,7 @@ def run(budget: str, reps: int, seed: int = 0, margin: float = 1.0, rho: float =
     result = {"budget": budget, "reps": reps, "seed": seed, "margin_sigma": margin, "rho": rho,
               "num_samples": BUDGETS[budget]["num_samples"],
               "plan": {"top_k": plan.top_k, "choose_seeds": len(plan.seeds().choose), "judge_seeds": plan.judge_seeds,
-                       "test_seeds": plan.test_seeds or plan.judge_seeds},
+                       "test_seeds": plan.judging_seeds_on_test},
               "today_plan": BUDGETS[budget]["today"], "rules": {}}
     for rule, model in (("decision", curve), ("decision", single), ("today", curve), ("today", single)):
         entry = {}

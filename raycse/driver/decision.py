@@ -111,6 +111,11 @@ class ConfirmPlan:
                            judge_seeds=self.judge_seeds)
 
     @property
+    def judging_seeds_on_test(self) -> int:
+        """How many judging seeds (the first ones) score the test tasks."""
+        return self.judge_seeds if self.test_seeds is None else min(self.test_seeds, self.judge_seeds)
+
+    @property
     def has_choosing(self) -> bool:
         return self.top_k > 1
 

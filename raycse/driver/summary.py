@@ -90,7 +90,7 @@ def _decision(decision: Decision, configs: dict) -> dict:
     return {
         "method": {"budget": plan.budget, "top_k": plan.top_k, "choose_seeds": plan.choose_seeds if plan.has_choosing
                    else 0, "judge_seeds": plan.judge_seeds,
-                   "test_seeds": plan.test_seeds if plan.test_seeds is not None else plan.judge_seeds,
+                   "test_seeds": plan.judging_seeds_on_test,
                    "seeds": dataclasses.asdict(seeds),
                    "chosen_on": "dev", "judged_on": {"published point": "dev", "untouched model": "test"}},
         "configs": [{"config_key": c.key, **configs.get(c.key, {}), "search_rank": c.search_rank,
@@ -122,7 +122,7 @@ def _test_table(outcome: SearchOutcome, plan: SearchSpace) -> dict:
         test_n = max((i.n for i in summary.judge.test.values()), default=0)  # test_seeds may be fewer than judge
         rows.append({"label": label, "config_key": key, "model": model, "corpus": corpus, "steps": steps,
                      "n": test_n, "figures": {task: _interval(i) for task, i in summary.judge.test.items()}})
-    on_test = decision.seeds.judge[:decision.plan.test_seeds or len(decision.seeds.judge)]
+    on_test = decision.seeds.judge[:decision.plan.judging_seeds_on_test]
     seeds = f"judging seed {on_test[0]}" if len(on_test) == 1 else f"judging seeds {on_test[0]}-{on_test[-1]}"
     return {"rows": rows, "seeds": seeds,
             "winner_minus_published": {task: _interval(i) for task, i in decision.versus_published_test.items()}}

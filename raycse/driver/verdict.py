@@ -73,7 +73,7 @@ def verdict_sentences(d) -> list[str]:
     elif base is None:
         parts.append("Against the untouched model: not judged (it has no test figure).")
     elif not d.baseline_judged:
-        why = " (only 1 judging seed scored the test tasks: test_seeds 1)" if plan.test_seeds == 1 else ""
+        why = " (only 1 judging seed scored the test tasks: test_seeds 1)" if plan.judging_seeds_on_test == 1 else ""
         parts.append(f"Against the untouched model ({plan.test_label}, test: {base:.2f}): the winner's "
                      f"{format_interval(d.winner_test, signed=False)}; not judged{why}.")
     else:
@@ -98,8 +98,8 @@ def verdict_sentences(d) -> list[str]:
     if plan.budget == "cpu":
         reach = (f", which can detect only differences of about {d.detectable:.2f} or more"
                  if d.detectable is not None else "")
-        on_test = (f" (the test tasks scored on {plan.test_seeds} of them)"
-                   if plan.test_seeds is not None and plan.test_seeds < plan.judge_seeds else "")
+        on_test = (f" (the test tasks scored on {plan.judging_seeds_on_test} of them)"
+                   if plan.judging_seeds_on_test < plan.judge_seeds else "")
         parts.append(f"CPU budget: {plan.judge_seeds} judging seed{'s' if plan.judge_seeds > 1 else ''}{on_test}"
                      f"{reach}: a demonstration of the mechanism, not a decision.")
     parts.extend(f"Marked: {mark}." for mark in d.marks)
