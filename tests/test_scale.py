@@ -1,10 +1,11 @@
 """The pieces of the scale benchmark and of the driver's fixes for scale: the latency record, the MLflow write queue
-(order, merged metrics, errors raised in the caller's thread, a flush that waits), the stand-in trial's curve, and a
-small search run end to end with the stand-in in place of training (benchmarks/scale.py's path)."""
+(order, merged metrics, errors raised in the caller's thread, a flush that waits), the stand-in trial's curve, the
+schedulers' reuse of a finished trial's worker, and a small search run end to end with the stand-in in place of training (benchmarks/scale.py's path)."""
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import threading
 import time
 from pathlib import Path
@@ -158,3 +159,51 @@ def test_the_drivers_sqlite_stores_commit_in_write_ahead_log_mode(tmp_path):
     tracker = Tracker(f"sqlite:///{tmp_path / 'mlflow.db'}", "wal")
     assert sqlite3.connect(tmp_path / "mlflow.db").execute("PRAGMA journal_mode").fetchone() == ("wal",)
     assert tracker.client.get_experiment_by_name("wal") is not None
+
+
+@pytest.mark.slow
+def test_a_finished_trials_worker_runs_the_next_trial_and_no_later_trial_starts_a_worker(tmp_path):
+    """raycse's schedulers (ASHA here; FIFO shares the choice) hand a finished trial's worker to the trial
+    suggested next (raycse/driver/newest_first.py): 16 trials that end as soon as they start, 6 at a time, run in
+    the workers of the first wave, and no trial after it asks Ray for a worker (Tune's debug log says). Tune's own
+    FIFO order gives a finished trial's worker to an older pending trial, kills that trial's starting worker and
+    asks for a new one for the next trial: 16 workers for 16 trials."""
+    import logging
+
+    import ray
+    from ray import tune
+
+    from raycse.driver.newest_first import NewestFirstASHA
+
+    def instant(config):
+        tune.report({"pid": os.getpid(), "objective": config["x"]})
+
+    class Messages(logging.Handler):  # Ray's loggers do not propagate to pytest's
+        def __init__(self):
+            super().__init__(logging.DEBUG)
+            self.lines: list[str] = []
+
+        def emit(self, record):
+            self.lines.append(record.getMessage())
+
+    controller_log, messages = logging.getLogger("ray.tune.execution.tune_controller"), Messages()
+    level = controller_log.level
+    controller_log.setLevel(logging.DEBUG)
+    controller_log.addHandler(messages)
+    ray.init(num_cpus=6, include_dashboard=False, log_to_driver=False)
+    try:
+        results = tune.Tuner(
+            tune.with_resources(instant, {"CPU": 1}), param_space={"x": tune.uniform(0, 1)},
+            tune_config=tune.TuneConfig(metric="objective", mode="max", num_samples=16, max_concurrent_trials=6,
+                                        reuse_actors=True,
+                                        scheduler=NewestFirstASHA(time_attr="training_iteration", max_t=2,
+                                                                  grace_period=1)),
+            run_config=tune.RunConfig(storage_path=str(tmp_path), name="reuse", verbose=0)).fit()
+    finally:
+        ray.shutdown()
+        controller_log.removeHandler(messages)
+        controller_log.setLevel(level)
+    assert len(results) == 16 and not results.errors
+    log = messages.lines
+    assert sum(m.startswith("Scheduled new ACTOR") for m in log) == 6  # the first wave's workers, none after it
+    assert len({r.metrics["pid"] for r in results}) <= 6

@@ -89,16 +89,17 @@ def max_concurrent(space: SearchSpace, cluster: dict) -> int:
 
 # ---------------------------------------------------------------------------------------- the scheduler
 def scheduler(space: SearchSpace):
-    """ASHA over training steps (rungs every grace period x reduction factor), or FIFO."""
-    from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
+    """ASHA over training steps (rungs every grace period x reduction factor), or FIFO; either starts the newest
+    pending trial first (raycse/driver/newest_first.py: a finished trial's worker goes to the next trial)."""
+    from raycse.driver.newest_first import NewestFirstASHA, NewestFirstFIFO
 
     if space.scheduler["name"] == "fifo":
-        return FIFOScheduler()
+        return NewestFirstFIFO()
     eval_steps = space.base.eval_steps
     # trials end on their own; max_t only caps ASHA's rungs (one past the last step keeps the final report)
     max_t = (space.base.max_steps or 10**7) + 1
-    return ASHAScheduler(time_attr="step", max_t=max_t, grace_period=int(space.scheduler["grace_evals"] * eval_steps),
-                         reduction_factor=space.scheduler["reduction_factor"])
+    return NewestFirstASHA(time_attr="step", max_t=max_t, grace_period=int(space.scheduler["grace_evals"] * eval_steps),
+                           reduction_factor=space.scheduler["reduction_factor"])
 
 
 # ------------------------------------------------------------------------------------------ the study
