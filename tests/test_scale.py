@@ -1,6 +1,7 @@
 """The pieces of the scale benchmark and of the driver's fixes for scale: the latency record, the MLflow write queue
 (order, merged metrics, errors raised in the caller's thread, a flush that waits), the stand-in trial's curve, the
-schedulers' reuse of a finished trial's worker, and a small search run end to end with the stand-in in place of training (benchmarks/scale.py's path)."""
+schedulers' reuse of a finished trial's worker, and a small search run end to end with the stand-in in place of
+training (benchmarks/scale.py's path)."""
 from __future__ import annotations
 
 import dataclasses
