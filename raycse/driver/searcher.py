@@ -35,14 +35,28 @@ class TaggedOptunaSearch(OptunaSearch):
         if trial_id in self._ot_trials:
             trial = self._ot_trials[trial_id]
             trial.set_user_attr(RAY_TRIAL_ID, trial_id)
+            self._asked_here().add(trial_id)
             seconds = time.perf_counter() - started
             LATENCIES.record("searcher.ask", seconds)
             LATENCIES.record(f"searcher.ask/{study_size_bucket(trial.number)}", seconds)
         return config
 
+    def _asked_here(self) -> set[str]:
+        """The trials this process asked and has not told: RUNNING in the study, as nothing else tells them, so
+        their results need no look-up in the study's storage (one query per evaluation otherwise)."""
+        if "_running_asked_here" not in self.__dict__:
+            self._running_asked_here: set[str] = set()
+        return self._running_asked_here
+
+    def restore(self, checkpoint_path: str):
+        super().restore(checkpoint_path)
+        self._running_asked_here = set()  # resumed: a trial asked before the kill may have been told since
+
     def _finished_in_study(self, trial_id: str) -> bool:
         from optuna.trial import TrialState
 
+        if trial_id in self._asked_here():
+            return False
         trial = self._ot_trials.get(trial_id)
         return trial is not None and self._ot_study._storage.get_trial(trial._trial_id).state != TrialState.RUNNING
 
@@ -65,6 +79,7 @@ class TaggedOptunaSearch(OptunaSearch):
         elif result and not result.get(FINAL):
             result = None  # no value and no error: Ray's OptunaSearch tells it PRUNED
         super().on_trial_complete(trial_id, result, error)
+        self._asked_here().discard(trial_id)
         seconds = time.perf_counter() - started
         LATENCIES.record("searcher.tell", seconds)
         if trial_id in self._ot_trials:
