@@ -9,7 +9,8 @@ pluggable (`--curve`): a parametric landscape here, a recorded one (benchmarks/l
 exists.
 
     python benchmarks/scale.py                                  # 64, 256 and 1,024 trials; the table and the plot
-    python benchmarks/scale.py --trials 1024 --output OUT       # one size (under 20 minutes on 2 CPU cores)
+    python benchmarks/scale.py --trials 1024 --output OUT       # one size (9 minutes on 2 CPU cores)
+    python benchmarks/scale.py --trials 1024 --eval-interval 4  # a MiniLM trial's pace, 4 trials sharing an H100
     python benchmarks/scale.py --trials 256 --profile cpu       # + the profile of Tune's loop (cpu or wall)
     python benchmarks/scale.py --tabulate --output OUT          # the table and plot of the runs already in OUT
 
@@ -22,6 +23,7 @@ reports:
   MLflow               calls per second of the search stage (writes: runs, metrics, params, tags) and their latency
   peak memory          the driver process's peak RSS
   snapshot             the size of Tune's experiment snapshot (experiment state + searcher + callback state)
+  trial workers        Ray actors Tune requested for trials, reused, and killed while starting (Tune's debug log)
   concurrency          mean trials training at once / slots, from the trials' own clocks, between the first trial's
                        start and the last trial's start (while trials remain to start); `occupied` counts a trial
                        from its start to its last evaluation (waiting in tune.report for the driver included)
@@ -101,6 +103,38 @@ def fake_cluster(gpus: int, slots: int) -> None:
     ray.init(num_cpus=slots + 1, num_gpus=gpus, include_dashboard=False, log_to_driver=False,
              object_store_memory=256 * 1024 ** 2,
              runtime_env={"env_vars": {"TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}})
+
+
+class WorkerRequests:
+    """Counts Tune's debug lines about trial workers (Ray actors, a process each): requested for a trial, and
+    killed while starting because a finished trial's worker went to that trial instead (raycse/driver/newest_first.py
+    says why that matters)."""
+
+    LINES = {"requested": "Scheduled new ACTOR", "killed_while_starting": "Removing ORIGINAL ACTOR",
+             "reused": "Reusing ACTOR"}
+
+    def __enter__(self):
+        import logging
+
+        counts = self.counts = dict.fromkeys(self.LINES, 0)
+        lines = self.LINES
+
+        class Counter(logging.Handler):
+            def emit(self, record):
+                message = str(record.msg)
+                for key, start in lines.items():
+                    if message.startswith(start):
+                        counts[key] += 1
+
+        self.logger = logging.getLogger("ray.tune.execution.tune_controller")
+        self.level, self.handler = self.logger.level, Counter(logging.DEBUG)
+        self.logger.setLevel(logging.DEBUG)
+        self.logger.addHandler(self.handler)
+        return self
+
+    def __exit__(self, *exc):
+        self.logger.removeHandler(self.handler)
+        self.logger.setLevel(self.level)
 
 
 def concurrency(timeline_dir: Path, slots: int) -> dict:
@@ -209,7 +243,8 @@ def run_one(args) -> dict:
         profiler = cProfile.Profile(time.thread_time if args.profile == "cpu" else time.perf_counter)
         profiler.enable()
     started = time.perf_counter()
-    state = run_stages(space, options)
+    with WorkerRequests() as workers:
+        state = run_stages(space, options)
     wall = time.perf_counter() - started
     if profiler is not None:
         profiler.disable()
@@ -236,7 +271,7 @@ def run_one(args) -> dict:
         "mlflow_write_median_s": weighted(writes, "median_s"), "mlflow_write_p99_s": max_of(writes, "p99_s"),
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "snapshot_bytes": snapshot_bytes(Path(state.search_path)),
-        "concurrency": concurrency(timeline, slots),
+        "concurrency": concurrency(timeline, slots), "trial_workers": workers.counts,
         "load_average": os.getloadavg(), **processes,
     }
     (out / "result.json").write_text(json.dumps(result, indent=2) + "\n")
@@ -411,8 +446,10 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"scale.py: the {n}-trial run failed ({code}): see {folder / 'search.log'}")
         result = json.loads((folder / "result.json").read_text())
         results.append(result)
-        print(f"{n} trials: {time.perf_counter() - started:.0f} s (load average {result['load_average'][0]:.1f})",
-              flush=True)
+        workers = result["trial_workers"]
+        print(f"{n} trials: {time.perf_counter() - started:.0f} s (load average {result['load_average'][0]:.1f}); "
+              f"trial workers requested {workers['requested']}, reused {workers['reused']}, killed while starting "
+              f"{workers['killed_while_starting']}", flush=True)
     summary = {"results": results, "projection": projection(results),
                "settings": {k: v for k, v in vars(args).items() if k != "one"}}
     (out / "scale.json").write_text(json.dumps(summary, indent=2) + "\n")
