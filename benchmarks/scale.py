@@ -23,6 +23,7 @@ reports:
   MLflow               calls per second of the search stage (writes: runs, metrics, params, tags) and their latency
   peak memory          the driver process's peak RSS
   snapshot             the size of Tune's experiment snapshot (experiment state + searcher + callback state)
+  driver threads       the driver process's CPU seconds by thread (Tune's loop, the MLflow writer, Ray's threads)
   trial workers        Ray actors Tune requested for trials, reused, and killed while starting (Tune's debug log)
   concurrency          mean trials training at once / slots, from the trials' own clocks, between the first trial's
                        start and the last trial's start (while trials remain to start); `occupied` counts a trial
@@ -137,6 +138,57 @@ class WorkerRequests:
         self.logger.setLevel(self.level)
 
 
+class ThreadCPU:
+    """CPU seconds of this process's threads, sampled every `every_s` (a thread's last figure before it ends is
+    kept), summed by name: Python's threads by their names ("MainThread" runs Tune's loop, "raycse-mlflow" the MLflow
+    writes), Ray's C++ threads by the names the kernel shows (/proc/self/task/TID/comm)."""
+
+    def __init__(self, every_s: float = 2.0):
+        import threading
+
+        self.every_s, self.seen, self.names = every_s, {}, {}
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._sample, name="scale-thread-cpu", daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
+
+    def _sample(self) -> None:
+        import threading
+
+        import psutil
+
+        me = psutil.Process()
+        while True:
+            python = {t.native_id: t.name for t in threading.enumerate()}
+            for thread in me.threads():
+                self.seen[thread.id] = thread.user_time + thread.system_time
+                if thread.id not in self.names:
+                    try:
+                        self.names[thread.id] = python.get(thread.id) or Path(
+                            f"/proc/self/task/{thread.id}/comm").read_text().strip()
+                    except OSError:
+                        self.names[thread.id] = "?"
+            if self.stop.wait(self.every_s):
+                return
+
+    def by_name(self, at_least_s: float = 0.5) -> dict[str, float]:
+        """Seconds by thread name, largest first; names under `at_least_s` summed as "other threads" (Tune and Ray
+        start a short-lived thread per trial or per call)."""
+        totals: dict[str, float] = {}
+        for tid, seconds in self.seen.items():
+            name = self.names.get(tid, "?")
+            totals[name] = totals.get(name, 0.0) + seconds
+        named = {name: seconds for name, seconds in totals.items() if seconds >= at_least_s}
+        named["other threads"] = sum(seconds for seconds in totals.values() if seconds < at_least_s)
+        return dict(sorted(named.items(), key=lambda kv: -kv[1]))
+
+
 def concurrency(timeline_dir: Path, slots: int) -> dict:
     """Mean trials training at once / slots, and mean trials occupying a slot / slots, over [first start, last
     start]: the window in which every slot could have been busy."""
@@ -243,7 +295,7 @@ def run_one(args) -> dict:
         profiler = cProfile.Profile(time.thread_time if args.profile == "cpu" else time.perf_counter)
         profiler.enable()
     started = time.perf_counter()
-    with WorkerRequests() as workers:
+    with WorkerRequests() as workers, ThreadCPU() as threads:
         state = run_stages(space, options)
     wall = time.perf_counter() - started
     if profiler is not None:
@@ -272,6 +324,7 @@ def run_one(args) -> dict:
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "snapshot_bytes": snapshot_bytes(Path(state.search_path)),
         "concurrency": concurrency(timeline, slots), "trial_workers": workers.counts,
+        "driver_threads_cpu_s": threads.by_name(),
         "load_average": os.getloadavg(), **processes,
     }
     (out / "result.json").write_text(json.dumps(result, indent=2) + "\n")
@@ -450,6 +503,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{n} trials: {time.perf_counter() - started:.0f} s (load average {result['load_average'][0]:.1f}); "
               f"trial workers requested {workers['requested']}, reused {workers['reused']}, killed while starting "
               f"{workers['killed_while_starting']}", flush=True)
+        threads = list(result["driver_threads_cpu_s"].items())[:4]
+        print("  driver CPU s by thread: " + ", ".join(f"{name} {seconds:.0f}" for name, seconds in threads),
+              flush=True)
     summary = {"results": results, "projection": projection(results),
                "settings": {k: v for k, v in vars(args).items() if k != "one"}}
     (out / "scale.json").write_text(json.dumps(summary, indent=2) + "\n")
