@@ -106,38 +106,6 @@ def fake_cluster(gpus: int, slots: int) -> None:
              runtime_env={"env_vars": {"TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}})
 
 
-class WorkerRequests:
-    """Counts Tune's debug lines about trial workers (Ray actors, a process each): requested for a trial, and
-    killed while starting because a finished trial's worker went to that trial instead (raycse/driver/newest_first.py
-    says why that matters)."""
-
-    LINES = {"requested": "Scheduled new ACTOR", "killed_while_starting": "Removing ORIGINAL ACTOR",
-             "reused": "Reusing ACTOR"}
-
-    def __enter__(self):
-        import logging
-
-        counts = self.counts = dict.fromkeys(self.LINES, 0)
-        lines = self.LINES
-
-        class Counter(logging.Handler):
-            def emit(self, record):
-                message = str(record.msg)
-                for key, start in lines.items():
-                    if message.startswith(start):
-                        counts[key] += 1
-
-        self.logger = logging.getLogger("ray.tune.execution.tune_controller")
-        self.level, self.handler = self.logger.level, Counter(logging.DEBUG)
-        self.logger.setLevel(logging.DEBUG)
-        self.logger.addHandler(self.handler)
-        return self
-
-    def __exit__(self, *exc):
-        self.logger.removeHandler(self.handler)
-        self.logger.setLevel(self.level)
-
-
 class ThreadCPU:
     """CPU seconds of this process's threads, sampled every `every_s` (a thread's last figure before it ends is
     kept), summed by name: Python's threads by their names ("MainThread" runs Tune's loop, "raycse-mlflow" the MLflow
@@ -258,6 +226,7 @@ def run_one(args) -> dict:
     import dataclasses as dc
 
     from raycse.bench.simulated_trial import SimulatedTrials
+    from raycse.bench.trial_workers import WorkerRequests
     from raycse.driver.run import run_stages
     from raycse.driver.state import SearchOptions
     from raycse.latency import LATENCIES

@@ -169,42 +169,28 @@ def test_a_finished_trials_worker_runs_the_next_trial_and_no_later_trial_starts_
     the workers of the first wave, and no trial after it asks Ray for a worker (Tune's debug log says). Tune's own
     FIFO order gives a finished trial's worker to an older pending trial, kills that trial's starting worker and
     asks for a new one for the next trial: 16 workers for 16 trials."""
-    import logging
-
     import ray
     from ray import tune
 
+    from raycse.bench.trial_workers import WorkerRequests
     from raycse.driver.newest_first import NewestFirstASHA
 
     def instant(config):
         tune.report({"pid": os.getpid(), "objective": config["x"]})
 
-    class Messages(logging.Handler):  # Ray's loggers do not propagate to pytest's
-        def __init__(self):
-            super().__init__(logging.DEBUG)
-            self.lines: list[str] = []
-
-        def emit(self, record):
-            self.lines.append(record.getMessage())
-
-    controller_log, messages = logging.getLogger("ray.tune.execution.tune_controller"), Messages()
-    level = controller_log.level
-    controller_log.setLevel(logging.DEBUG)
-    controller_log.addHandler(messages)
     ray.init(num_cpus=6, include_dashboard=False, log_to_driver=False)
     try:
-        results = tune.Tuner(
-            tune.with_resources(instant, {"CPU": 1}), param_space={"x": tune.uniform(0, 1)},
-            tune_config=tune.TuneConfig(metric="objective", mode="max", num_samples=16, max_concurrent_trials=6,
-                                        reuse_actors=True,
-                                        scheduler=NewestFirstASHA(time_attr="training_iteration", max_t=2,
-                                                                  grace_period=1)),
-            run_config=tune.RunConfig(storage_path=str(tmp_path), name="reuse", verbose=0)).fit()
+        with WorkerRequests() as workers:
+            results = tune.Tuner(
+                tune.with_resources(instant, {"CPU": 1}), param_space={"x": tune.uniform(0, 1)},
+                tune_config=tune.TuneConfig(metric="objective", mode="max", num_samples=16, max_concurrent_trials=6,
+                                            reuse_actors=True,
+                                            scheduler=NewestFirstASHA(time_attr="training_iteration", max_t=2,
+                                                                      grace_period=1)),
+                run_config=tune.RunConfig(storage_path=str(tmp_path), name="reuse", verbose=0)).fit()
     finally:
         ray.shutdown()
-        controller_log.removeHandler(messages)
-        controller_log.setLevel(level)
     assert len(results) == 16 and not results.errors
-    log = messages.lines
-    assert sum(m.startswith("Scheduled new ACTOR") for m in log) == 6  # the first wave's workers, none after it
+    assert workers.counts["requested"] == 6  # the first wave's workers, none after it
+    assert workers.counts["reused"] >= 10
     assert len({r.metrics["pid"] for r in results}) <= 6
