@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from raycse.bench.concurrent import format_concurrent, run_concurrent
     from raycse.bench.step import BenchOptions
-    from raycse.ray_runtime import start_ray
+    from raycse.training.ray_runtime import start_ray
 
     options = BenchOptions(shape=args.shape, loss=args.loss, batch_size=args.batch_size, steps=args.steps,
                            warmup=args.warmup, seq_len=args.seq_len, precision=args.precision,

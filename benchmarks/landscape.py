@@ -2,7 +2,7 @@
 
 A search benchmark can only tell good search from bad where the hyperparameters move the objective by more than
 seed noise, and it needs hundreds of repetitions of each strategy, which real training cannot afford. This script
-trains a design of configurations of one space with raycse's own trainer (`raycse.trainer.train`, no Ray) and
+trains a design of configurations of one space with raycse's own trainer (`raycse.training.trainer.train`, no Ray) and
 keeps every run's dev curve; `benchmarks/surrogate.py` fits a model to the file, and the search-quality
 benchmark replays searches against that model instead of training.
 
@@ -117,7 +117,7 @@ def space_of(space_file: str, model: str | None = None) -> tuple[dict[str, dict]
     import yaml
 
     from raycse.errors import ConfigError
-    from raycse.space import load_space, parse_space
+    from raycse.settings.space import load_space, parse_space
 
     space = load_space(space_file) if model is None else None
     if space is None:
@@ -149,7 +149,8 @@ def run_key(config: dict, seed: int) -> str:
 # ------------------------------------------------------------------------------------------- worker processes
 def _without_checkpoints() -> None:
     """In a landscape worker only: the trainer writes neither best/ nor last/ (see the module's docstring)."""
-    from raycse import model, trainer
+    from raycse.encoder import model
+    from raycse.training import trainer
 
     for owner, name in ((trainer, "save_last"), (model.Encoder, "save")):
         if not hasattr(owner, name):
@@ -171,9 +172,9 @@ _SHARED: dict = {}  # per worker process: the training data's token ids, made on
 
 
 def _shared_tokens(config):
-    from raycse.data import load_examples
-    from raycse.model_loading import load_tokenizer, resolve_model_path
-    from raycse.tokens import data_fingerprint, share_tokens
+    from raycse.data.corpus import load_examples
+    from raycse.data.tokens import data_fingerprint, share_tokens
+    from raycse.encoder.loading import load_tokenizer, resolve_model_path
 
     fingerprint = data_fingerprint(config)
     if fingerprint not in _SHARED:
@@ -184,9 +185,9 @@ def _shared_tokens(config):
 
 def train_one(train: dict, config: dict, seed: int, train_keys: tuple[str, ...]) -> dict:
     """One training of `config` with `seed`: its dev curve and where its time went (a worker process)."""
-    from raycse.config import TrainConfig
-    from raycse.trainer import TrainingDiverged
-    from raycse.trainer import train as train_model
+    from raycse.settings.config import TrainConfig
+    from raycse.training.trainer import TrainingDiverged
+    from raycse.training.trainer import train as train_model
 
     hparams = {**train["hparams"], **{k: v for k, v in config.items() if k not in train_keys}}
     settings = {**train, **{k: v for k, v in config.items() if k in train_keys}, "hparams": hparams}
@@ -220,9 +221,9 @@ def train_one(train: dict, config: dict, seed: int, train_keys: tuple[str, ...])
 
 def untouched_objective(train: dict) -> dict:
     """The objective of the model before any step (every curve's step 0), with the evaluation pooler."""
-    from raycse.config import TrainConfig
-    from raycse.evaluation import build_objective
-    from raycse.model import Encoder, encode_fn, pick_device
+    from raycse.encoder.model import Encoder, encode_fn, pick_device
+    from raycse.evaluation.sts import build_objective
+    from raycse.settings.config import TrainConfig
 
     cfg = TrainConfig(**train)
     _, eval_pooler = cfg.poolers()
@@ -363,9 +364,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def record(args) -> int:
-    from raycse.config import searchable_settings
     from raycse.errors import ConfigError
     from raycse.files import write_json_atomic
+    from raycse.settings.config import searchable_settings
 
     if args.jobs < 1:
         raise ConfigError(f"--jobs: must be >= 1, got {args.jobs}")

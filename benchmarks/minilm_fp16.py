@@ -62,7 +62,7 @@ def convert(source: Path, target: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from raycse.model_loading import resolve_model_path
+    from raycse.encoder.loading import resolve_model_path
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="minilm", help="the model directory to convert (default: the packaged "

@@ -66,7 +66,7 @@ def tiny_model(directory: Path) -> str:
     import torch
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    from raycse.model_loading import resolve_model_path
+    from raycse.encoder.loading import resolve_model_path
 
     torch.manual_seed(0)
     tokenizer = AutoTokenizer.from_pretrained(resolve_model_path("minilm"))
@@ -229,9 +229,9 @@ def run_one(args) -> dict:
     from raycse.bench.trial_workers import WorkerRequests
     from raycse.driver.run import run_stages
     from raycse.driver.state import SearchOptions
-    from raycse.latency import LATENCIES
     from raycse.records import phase_key
-    from raycse.space import load_space
+    from raycse.settings.space import load_space
+    from raycse.tracking.latency import LATENCIES
 
     out = Path(args.output).resolve()
     out.mkdir(parents=True, exist_ok=True)

@@ -91,7 +91,7 @@ def landscape_main(args) -> int:
 def run_strategy(strategy: str, setting: dict, out: Path, tracking_uri: str) -> dict:
     from raycse.driver.run import run_search
     from raycse.driver.state import SearchOptions
-    from raycse.space import Confirm, load_space
+    from raycse.settings.space import Confirm, load_space
 
     space = load_space(setting["space"])
     if setting["budget"] == "cpu":

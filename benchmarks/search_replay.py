@@ -72,7 +72,7 @@ def plan_of(surrogate, *, sampler: str, asha: bool, budget: int, seed: int, sett
 
 
 def _parse_plan(surrogate, *, sampler: str, asha: bool, budget: int, settings: dict | None):
-    from raycse.space import parse_space
+    from raycse.settings.space import parse_space
 
     setting = surrogate.setting
     train = setting["train"]

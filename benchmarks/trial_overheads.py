@@ -3,7 +3,7 @@
     python benchmarks/trial_overheads.py --output benchmarks/results/trial-overheads-cpu.json
 
   corpus tokens    every batch of one epoch (bundled corpus, batch 64): tokenised by each trial, against padded
-                   from the ids the driver made once (raycse.tokens; the one-time cost is reported too)
+                   from the ids the driver made once (raycse.data.tokens; the one-time cost is reported too)
   eval tokens      the STS-B dev and test sentences a trial encodes: tokenised by a fresh encoder, against a later
                    trial's encoder in the same worker (the per-process cache of Encoder.encode)
   model load       Encoder.from_pretrained of the packaged MiniLM: from disk, against the worker's earlier load
@@ -35,11 +35,11 @@ def timed(fn, repeat: int = 1) -> float:
 
 
 def corpus_tokens() -> dict:
-    from raycse.batches import BatchTokenizer
-    from raycse.config import TrainConfig
-    from raycse.data import GlobalBatches, load_examples
-    from raycse.model_loading import load_tokenizer, resolve_model_path
-    from raycse.tokens import data_fingerprint, share_tokens
+    from raycse.data.corpus import GlobalBatches, load_examples
+    from raycse.data.tokens import data_fingerprint, share_tokens
+    from raycse.encoder.loading import load_tokenizer, resolve_model_path
+    from raycse.settings.config import TrainConfig
+    from raycse.training.batches import BatchTokenizer
 
     config = TrainConfig()
     tokenizer = load_tokenizer(resolve_model_path(config.model), False)
@@ -55,8 +55,9 @@ def corpus_tokens() -> dict:
 
 
 def eval_tokens_and_model_load() -> dict:
-    from raycse import model, model_loading
-    from raycse.evaluation import SPLIT_OF_RESULT, concatenate, load_sts_task
+    from raycse.encoder import loading as model_loading
+    from raycse.encoder import model
+    from raycse.evaluation.sts import SPLIT_OF_RESULT, concatenate, load_sts_task
 
     sentences = list(dict.fromkeys(s for key in SPLIT_OF_RESULT for pairs in [concatenate(
         load_sts_task(SPLIT_OF_RESULT[key]).values())] for s in (*pairs.sentences1, *pairs.sentences2)))
@@ -76,7 +77,7 @@ def eval_tokens_and_model_load() -> dict:
 def _short_trial(config):
     from ray import tune
 
-    import raycse.trainer  # noqa: F401 - what every trial imports: torch, transformers, the package
+    import raycse.training.trainer  # noqa: F401 - what every trial imports: torch, transformers, the package
 
     tune.report({"done": 1})
 
@@ -84,7 +85,7 @@ def _short_trial(config):
 def worker_start(trials: int) -> dict:
     from ray import tune
 
-    from raycse.ray_runtime import start_ray
+    from raycse.training.ray_runtime import start_ray
 
     start_ray()
     figures = {}

@@ -19,7 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from raycse.checks import (
+from raycse.errors import ConfigError, shown
+from raycse.settings.checks import (
     CONFIRM_SEEDS_LIMIT,
     INT_LIMIT,
     SEED_LIMIT,
@@ -31,13 +32,12 @@ from raycse.checks import (
     check_writable_dir,
     check_writable_file,
 )
-from raycse.errors import ConfigError, shown
-from raycse.stores import resolve_tracking_uri
+from raycse.tracking.stores import resolve_tracking_uri
 
 if TYPE_CHECKING:
     from raycse.driver.outcome import SearchOutcome
     from raycse.export import ExportResult
-    from raycse.space import SearchSpace
+    from raycse.settings.space import SearchSpace
 
 TRACKING_HELP = "default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db"
 
@@ -144,7 +144,7 @@ def search(space: str | os.PathLike | SearchSpace, *, num_samples: int | None = 
         "storage_path": storage_path, "budget": budget, "resume": resume})
     from raycse.driver.run import finish, run_search
     from raycse.driver.state import SearchOptions, say
-    from raycse.space import SearchSpace, load_space
+    from raycse.settings.space import SearchSpace, load_space
 
     started_at = time.perf_counter() if started_at is None else started_at
     if not isinstance(space, SearchSpace):
@@ -172,7 +172,7 @@ def train(*, output_dir: str, resume: bool = False, tracking_uri: str | None = N
     config = prepare_training(output_dir=output_dir, resume=resume, settings=settings)
     uri = resolve_tracking_uri(tracking_uri) if check_bool("mlflow", mlflow) else None
     examples = config.open_inputs()  # the data, the model and the objective opened: errors now, not later
-    from raycse.launch import run_training
+    from raycse.training.launch import run_training
 
     if config.loss == "dclr" and config.complementary is None:
         print("DCLR without complementary: the frozen complementary model is a copy of the starting weights, not the "
@@ -185,8 +185,8 @@ def prepare_training(output_dir: str, resume: bool, settings: dict[str, Any]):
     """The validated TrainConfig of a training, its output directory checked (nothing read, nothing written)."""
     import dataclasses
 
-    from raycse.config import TrainConfig
     from raycse.losses import hyperparameter_catalogue
+    from raycse.settings.config import TrainConfig
 
     check_bool("resume", resume)
     fields = {f.name for f in dataclasses.fields(TrainConfig) if f.name != "output_dir"}
@@ -228,10 +228,10 @@ def evaluate(model: str = "minilm", pooler: str = "cls_before_pooler", tasks: st
     with SICK-R dev, alignment and uniformity for "all". `output`: also write the figures there as JSON."""
     values = _checked(EVAL_OPTIONS, {"model": model, "pooler": pooler, "tasks": tasks, "batch_size": batch_size,
                                      "max_len": max_len, "trust_remote_code": trust_remote_code, "output": output})
-    from raycse.evaluation import run_eval
+    from raycse.encoder.loading import check_loadable
+    from raycse.encoder.model import POOLERS
+    from raycse.evaluation.sts import run_eval
     from raycse.files import write_json_atomic
-    from raycse.model import POOLERS
-    from raycse.model_loading import check_loadable
 
     if pooler not in POOLERS:
         raise ConfigError.at("pooler", f"unknown pooler {shown(pooler)} (choose from {', '.join(POOLERS)})")
@@ -253,7 +253,7 @@ def report(experiment: str, *, tracking_uri: str | None = None, optuna_storage: 
            output_dir: str = "report") -> str:
     """Write the report page of an experiment's latest search (output_dir/index.html), log it on the search's
     parent run, and return the text `raycse report` prints. Reads the stores, creates neither."""
-    from raycse.stores import check_optuna_storage
+    from raycse.tracking.stores import check_optuna_storage
 
     check_name("experiment", experiment)
     values = _checked(REPORT_OPTIONS, {"tracking_uri": tracking_uri, "optuna_storage": optuna_storage,

@@ -60,7 +60,7 @@ def _add_eval(sub) -> None:
 
 
 def _cmd_eval(args) -> int:
-    from raycse.evaluation import format_table
+    from raycse.evaluation.sts import format_table
 
     results = api.evaluate(**_values(args, api.EVAL_OPTIONS))
     print(format_table(results, title=f"{args.model} ({args.pooler})"))
@@ -72,8 +72,8 @@ def _add_train_settings(p) -> None:
     """One flag per TrainConfig field (help text from the field), one per loss hyperparameter (from the registry)."""
     import dataclasses
 
-    from raycse.config import TrainConfig, field_kind
     from raycse.losses import LOSS_NAMES, hyperparameter_catalogue
+    from raycse.settings.config import TrainConfig, field_kind
 
     for f in dataclasses.fields(TrainConfig):
         if not f.metadata.get("flag", True):
@@ -111,8 +111,8 @@ def _cmd_train(args) -> int:
     import dataclasses
     from pathlib import Path
 
-    from raycse.config import TrainConfig
     from raycse.losses import hyperparameter_catalogue
+    from raycse.settings.config import TrainConfig
 
     settings = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig) if f.metadata.get("flag", True)}
     settings.update({name: getattr(args, f"hp_{name}") for name in hyperparameter_catalogue()
@@ -126,7 +126,7 @@ def _cmd_train(args) -> int:
 
 
 def _summary_table(results: dict) -> str:
-    from raycse.evaluation import format_table
+    from raycse.evaluation.sts import format_table
 
     lines = [f"best objective ({results['objective']}) {results['best_objective']:.2f} at step {results['best_step']} "
              f"of {results['steps']}  ({results['sentences_per_s']:.1f} sentences/s, "
@@ -202,7 +202,9 @@ def _cmd_export(args) -> int:
 
 # -------------------------------------------------------------------------------------------- bench
 def _add_bench(sub) -> None:
-    from raycse.bench.step import PRECISIONS, SHAPES, BenchOptions
+    from raycse.bench.options import PRECISIONS
+    from raycse.bench.step import BenchOptions
+    from raycse.bench.synthetic import SHAPES
 
     d = BenchOptions()
     p = sub.add_parser("bench", help="time raycse's training step against a naive fp32 step, and the STS-B dev eval")
@@ -234,8 +236,8 @@ def _add_bench(sub) -> None:
 def _cmd_bench(args) -> int:
     from raycse.bench.concurrent import format_concurrent, run_concurrent
     from raycse.bench.step import BenchOptions, format_table, run_bench
-    from raycse.checks import check_int, check_writable_file
     from raycse.files import write_json_atomic
+    from raycse.settings.checks import check_int, check_writable_file
 
     for name in ("output", "profile"):
         if getattr(args, name) is not None:

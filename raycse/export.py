@@ -28,8 +28,8 @@ from raycse.records import TEST_LABELS
 from raycse.report.load import latest_summary
 from raycse.report.tables import fmt, fmt_params, score
 from raycse.stats import Interval, format_interval, format_std
-from raycse.stores import resolve_tracking_uri
-from raycse.tracking import Tracker
+from raycse.tracking.stores import resolve_tracking_uri
+from raycse.tracking.tracker import Tracker
 
 CHECKPOINT_ARTIFACT = "best_checkpoint"  # the parent run's registered checkpoint (driver/stages/record.py)
 CARD_FILE = "README.md"

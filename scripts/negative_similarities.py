@@ -16,9 +16,9 @@ import json
 
 import torch
 
-from raycse.data import GlobalBatches, read_corpus
+from raycse.data.corpus import GlobalBatches, read_corpus
+from raycse.encoder.model import Encoder, encode_fn
 from raycse.losses import cos_sim
-from raycse.model import Encoder, encode_fn
 
 PERCENTILES = (50, 75, 90, 95, 99, 99.9)
 

@@ -30,7 +30,7 @@ def tiny_bert_dir(tmp_path_factory) -> Path:
     import torch
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    from raycse.model_loading import resolve_model_path
+    from raycse.encoder.loading import resolve_model_path
 
     torch.manual_seed(0)
     path = tmp_path_factory.mktemp("tiny-bert")

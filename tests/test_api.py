@@ -121,12 +121,12 @@ def test_a_run_that_fails_exits_1_with_one_line(tmp_path, monkeypatch, capsys, t
     The failure is injected where the training would start, after every check has passed."""
     import errno
 
-    import raycse.launch
+    import raycse.training.launch
 
     def disk_full(*args, **kwargs):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(tmp_path / "out" / "last"))
 
-    monkeypatch.setattr(raycse.launch, "run_training", disk_full)
+    monkeypatch.setattr(raycse.training.launch, "run_training", disk_full)
     monkeypatch.chdir(tmp_path)
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("".join(f"sentence number {i} .\n" for i in range(32)))

@@ -8,7 +8,7 @@ import pytest
 
 from raycse.bench.step import BenchOptions, pass_rows, step_flops
 from raycse.cli import main
-from raycse.row_dropout import ROW_DROPOUT_ATTENTION
+from raycse.encoder.row_dropout import ROW_DROPOUT_ATTENTION
 
 HEADLINE_KEYS = ("shape", "loss", "batch_size", "seq_len", "device", "torch", "precision", "compile", "ms_per_step",
                  "sentences_per_s", "tflop_per_s", "mfu", "baseline", "speedup", "eval_seconds")

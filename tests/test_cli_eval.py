@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from raycse.cli import main
-from raycse.evaluation import SEVEN_TASKS
+from raycse.evaluation.sts import SEVEN_TASKS
 
 
 @pytest.fixture(autouse=True)

@@ -8,8 +8,8 @@ import re
 import pytest
 
 from raycse.cli import build_parser, main
-from raycse.config import TrainConfig
 from raycse.losses import hyperparameter_catalogue
+from raycse.settings.config import TrainConfig
 
 FLAGGED_FIELDS = [f for f in dataclasses.fields(TrainConfig) if f.metadata.get("flag", True)]
 REQUIRED = ["train", "--output-dir", "out"]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from raycse.cli import main
-from raycse.data import read_corpus
+from raycse.data.corpus import read_corpus
 
 
 @pytest.fixture(scope="module")

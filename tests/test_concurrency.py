@@ -9,7 +9,7 @@ import pytest
 
 from raycse.driver.concurrency import search_concurrency
 from raycse.records import OBJECTIVE, REPORTED_AT, STEP, TRIAL_STARTED_AT
-from raycse.space import parse_space
+from raycse.settings.space import parse_space
 
 
 @pytest.mark.slow

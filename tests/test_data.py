@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from raycse.data import (
+from raycse.data.corpus import (
     BUNDLED_CORPUS,
     BUNDLED_SICK_TRIPLETS,
     SICK_TRAIN_PATH,

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from raycse.config import TrainConfig
-from raycse.data import GlobalBatches, read_corpus
+from raycse.data.corpus import GlobalBatches, read_corpus
+from raycse.encoder.model import Encoder
 from raycse.losses import build_loss
-from raycse.model import Encoder
-from raycse.trainer import StepRunner, load_complementary, sum_gradients_across_workers, train
+from raycse.settings.config import TrainConfig
+from raycse.training.trainer import StepRunner, load_complementary, sum_gradients_across_workers, train
 
 BATCH = 6          # per worker; the single-process reference uses 2 * BATCH
 DATA_SEED = 11     # GlobalBatches' shuffling seed, the same in both runs
@@ -212,7 +212,7 @@ def test_raycse_training_on_two_workers_matches_one_worker(ray_cluster, no_dropo
     The model has no saved MLP head, so each worker initialises one: unless every worker draws the same head,
     the workers' embeddings point different ways and the loss falls from ln 8 towards ln 4 (what this test
     caught before the trainer built the model under a seed shared by all workers)."""
-    from raycse.launch import run_training
+    from raycse.training.launch import run_training
 
     common = dict(model=str(no_dropout_bert_dir), loss="simcse", lr=1e-3, max_steps=4, eval_steps=2,
                   max_sentences=64, seed=7, test_eval=False)
@@ -290,7 +290,7 @@ def test_cached_two_workers_equal_the_uncached_single_worker_with_dropout_on(ray
 def test_raycse_cached_training_on_two_workers_matches_one_worker(ray_cluster, tiny_bert_dir, tmp_path):
     """`raycse train --workers 2 --mini-batch-size` end to end, dropout on, follows the one-worker training of the
     same global batch in one chunk (the issue's bar: the dev curve to 0.01)."""
-    from raycse.launch import run_training
+    from raycse.training.launch import run_training
 
     common = dict(model=str(tiny_bert_dir), loss="focal", lr=1e-3, max_steps=4, eval_steps=2, max_sentences=64,
                   seed=7, test_eval=False)

@@ -10,7 +10,7 @@ import torch
 from scipy.stats import spearmanr
 
 from raycse.errors import ConfigError
-from raycse.evaluation import (
+from raycse.evaluation.sts import (
     OBJECTIVES,
     SEVEN_TASKS,
     DevObjective,
@@ -243,7 +243,7 @@ class Recorded:
 
 @pytest.fixture(scope="module")
 def tiny_encode(tiny_bert_dir):
-    from raycse.model import Encoder
+    from raycse.encoder.model import Encoder
 
     return Encoder.from_pretrained(tiny_bert_dir, pooler="avg").encode
 

@@ -101,7 +101,7 @@ def _summary(dev: float) -> dict:
 def _record(uri: str, artifacts: Path, experiment: str, checkpoint: Path, summary: dict) -> str:
     from mlflow.tracking import MlflowClient
 
-    from raycse.tracking import Tracker
+    from raycse.tracking.tracker import Tracker
 
     MlflowClient(tracking_uri=uri).create_experiment(experiment, artifact_location=str(artifacts / experiment))
     tracker = Tracker(uri, experiment)
@@ -119,8 +119,8 @@ def _record(uri: str, artifacts: Path, experiment: str, checkpoint: Path, summar
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory, tiny_bert_dir):
-    from raycse.evaluation import run_eval
-    from raycse.model import Encoder
+    from raycse.encoder.model import Encoder
+    from raycse.evaluation.sts import run_eval
 
     tmp = tmp_path_factory.mktemp("export")
     checkpoint = tmp / "trial" / "best"
@@ -145,7 +145,7 @@ def test_the_folder_loads_as_it_is_and_scores_as_the_checkpoint(store, exported)
     from sentence_transformers import SentenceTransformer
     from transformers import AutoModel
 
-    from raycse.evaluation import stsb_dev_spearman
+    from raycse.evaluation.sts import stsb_dev_spearman
 
     model = SentenceTransformer(str(exported), device="cpu")
     assert AutoModel.from_pretrained(str(exported)).config.hidden_size == 32

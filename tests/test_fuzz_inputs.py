@@ -34,8 +34,8 @@ from hypothesis import note as hypothesis_note
 from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 
-from raycse.checks import INT_LIMIT, SEED_LIMIT
 from raycse.cli import main
+from raycse.settings.checks import INT_LIMIT, SEED_LIMIT
 
 TRIED: collections.Counter = collections.Counter()  # generated inputs run, by test
 TINY_CORPUS_LINES = 64  # sentences of the fuzzer's corpus: a batch of 65 or more cannot be cut from it
@@ -46,8 +46,8 @@ TINY_CORPUS_LINES = 64  # sentences of the fuzzer's corpus: a batch of 65 or mor
 def world(tmp_path_factory, tiny_bert_dir):
     """The files and stores the inputs point at: a valid model, corpus, NLI csv and dev file, broken ones of each,
     an MLflow store with one experiment and an Optuna storage with one study."""
-    from raycse.data import read_corpus
-    from raycse.stores import study_names  # noqa: F401 - imported here so that the first input does not pay for it
+    from raycse.data.corpus import read_corpus
+    from raycse.tracking.stores import study_names  # noqa: F401 - imported here so that the first input does not pay for it
 
     root = tmp_path_factory.mktemp("fuzz-world")
     files = {
@@ -80,7 +80,7 @@ def world(tmp_path_factory, tiny_bert_dir):
     stores = root / "stores"
     stores.mkdir()
     from raycse.driver.plan import optuna_rdb_storage
-    from raycse.tracking import Tracker
+    from raycse.tracking.tracker import Tracker
 
     paths["mlflow"] = stores / "mlflow.db"
     Tracker(f"sqlite:///{paths['mlflow']}", "fuzz-existing")  # a store with one experiment (and no search in it)
@@ -100,16 +100,16 @@ def tripwires():
     import raycse.bench.cached
     import raycse.bench.concurrent
     import raycse.bench.step
-    import raycse.evaluation
+    import raycse.evaluation.sts
     import raycse.export
-    import raycse.launch
     import raycse.report
+    import raycse.training.launch
     from raycse.driver.stages.setup import SetupStage
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(SetupStage, "run", tripwire)
-        patch.setattr(raycse.launch, "run_training", tripwire)
-        patch.setattr(raycse.evaluation, "run_eval", tripwire)
+        patch.setattr(raycse.training.launch, "run_training", tripwire)
+        patch.setattr(raycse.evaluation.sts, "run_eval", tripwire)
         patch.setattr(raycse.report, "report_experiment", tripwire)
         patch.setattr(raycse.export, "latest_summary", tripwire)  # export: its first read of the search
         patch.setattr(raycse.bench.step, "run_bench", tripwire)
@@ -274,10 +274,10 @@ def base_space(world) -> dict:
 
 def space_slots(world):
     """(path of a key, invalid values for it): every key of the base space with the values it must refuse."""
-    from raycse.evaluation import OBJECTIVES
+    from raycse.encoder.model import AUTO_POOLER, POOLERS
+    from raycse.evaluation.sts import OBJECTIVES
     from raycse.losses import LOSS_NAMES, REGULARISERS
-    from raycse.model import AUTO_POOLER, POOLERS
-    from raycse.space import DISTRIBUTIONS, TEST_EVAL
+    from raycse.settings.space import DISTRIBUTIONS, TEST_EVAL
 
     missing = st.sampled_from(["./no-such-thing", "no/such/model/dir", "/no/such/file.txt", "~/no-such-file"])
     paths = st.sampled_from
@@ -385,7 +385,7 @@ def bad_space_files(draw, world):
     """(file bytes, culprits): the base space with one mutation that makes it invalid."""
     import dataclasses
 
-    from raycse.config import TrainConfig, searchable_settings
+    from raycse.settings.config import TrainConfig, searchable_settings
 
     data = base_space(world)
     kind = draw(st.sampled_from(["value", "value", "value", "unknown key", "duplicate key", "encoding",
@@ -544,9 +544,9 @@ def test_malformed_search_flags_are_refused_naming_the_flag(data, world, wd, tri
 
 
 def train_flags(world) -> dict[str, st.SearchStrategy]:
-    from raycse.evaluation import OBJECTIVES
+    from raycse.encoder.model import AUTO_POOLER, POOLERS
+    from raycse.evaluation.sts import OBJECTIVES
     from raycse.losses import LOSS_NAMES, REGULARISERS
-    from raycse.model import AUTO_POOLER, POOLERS
 
     missing = st.sampled_from(["./no-such-thing", "/no/such/file.txt", "no/such/model/dir"])
     return {
@@ -591,7 +591,7 @@ def test_malformed_train_flags_are_refused_naming_the_flag(data, world, wd, trip
 
 @given(data=st.data())
 def test_malformed_eval_flags_are_refused_naming_the_flag(data, world, wd, tripwires, capfd):
-    from raycse.model import POOLERS
+    from raycse.encoder.model import POOLERS
 
     flags = {
         "--model": st.one_of(st.sampled_from(["./no-such-model", str(world["corpus"]), str(world["broken_model"]),
@@ -633,7 +633,7 @@ def test_malformed_report_inputs_are_refused_naming_the_culprit(data, world, wd,
 
 @given(data=st.data())
 def test_malformed_bench_flags_are_refused_naming_the_flag(data, world, wd, tripwires, capfd):
-    from raycse.bench.step import PRECISIONS
+    from raycse.bench.options import PRECISIONS
     from raycse.bench.synthetic import SHAPES
     from raycse.losses import LOSS_NAMES
 
@@ -701,7 +701,7 @@ def test_the_starting_points_are_valid(world, wd):
     from raycse.api import prepare_training
     from raycse.driver.preflight import check_search
     from raycse.driver.state import SearchOptions
-    from raycse.space import load_space
+    from raycse.settings.space import load_space
 
     path = wd / "valid.yaml"
     path.write_text(dump(base_space(world)))

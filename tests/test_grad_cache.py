@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from raycse.config import TrainConfig
+from raycse.encoder.keyed_dropout import keep_mask, row_keys, step_key
+from raycse.encoder.model import Encoder
 from raycse.errors import ConfigError
-from raycse.keyed_dropout import keep_mask, row_keys, step_key
 from raycse.losses import BASE_LOSSES, LOSS_NAMES, PRESETS, REGULARISERS, build_loss
-from raycse.model import Encoder
-from raycse.trainer import StepRunner, load_complementary, load_examples, train
+from raycse.settings.config import TrainConfig
+from raycse.training.trainer import StepRunner, load_complementary, load_examples, train
 
 BATCH, MINI = 8, 3  # three chunks: 3 + 3 + 2 sentences
 RTOL = 1e-5
@@ -291,8 +291,8 @@ def test_the_command_line_names_the_flag(tiny_bert_dir, tmp_path, capsys):
 
 
 def test_the_simcse_space_searches_large_batches_with_a_mini_batch():
-    from raycse.config import searchable_settings
-    from raycse.space import load_space
+    from raycse.settings.config import searchable_settings
+    from raycse.settings.space import load_space
 
     assert "mini_batch_size" in searchable_settings()
     space = load_space(Path(__file__).parent.parent / "search_spaces" / "simcse.yaml")

@@ -12,16 +12,16 @@ import pytest
 import torch
 from transformers import AutoModel, AutoTokenizer, BertConfig, BertModel
 
-from raycse.errors import ConfigError
-from raycse.model import (
+from raycse.encoder.loading import check_loadable, resolve_model_path
+from raycse.encoder.model import (
     AUTO_POOLER,
     POOLERS,
     Encoder,
     declared_pooler,
     resolve_poolers,
 )
-from raycse.model_loading import check_loadable, resolve_model_path
-from raycse.row_dropout import ROW_DROPOUT_ATTENTION, RowDropout
+from raycse.encoder.row_dropout import ROW_DROPOUT_ATTENTION, RowDropout
+from raycse.errors import ConfigError
 
 
 @pytest.fixture(scope="module")
@@ -101,9 +101,9 @@ def test_encode_keeps_input_order_is_deterministic_and_restores_training_mode(ti
 
 
 def test_encode_tokenises_a_sentence_list_once_and_then_reuses_it(tiny_bert_dir, sentences):
-    import raycse.model
+    import raycse.encoder.model
 
-    raycse.model._ENCODING_CACHE.clear()  # kept per process: earlier tests may have encoded these sentences
+    raycse.encoder.model._ENCODING_CACHE.clear()  # kept per process: earlier tests may have encoded these sentences
     encoder = Encoder.from_pretrained(tiny_bert_dir, pooler="avg")
     calls = []
     tokenizer = encoder.tokenizer
@@ -138,7 +138,7 @@ def test_encode_tokenises_a_sentence_list_once_and_then_reuses_it(tiny_bert_dir,
 def test_a_reloaded_model_is_a_fresh_copy_until_its_files_change(tiny_bert_dir, tmp_path):
     import shutil
 
-    import raycse.model_loading
+    import raycse.encoder.loading
 
     directory = tmp_path / "model"
     shutil.copytree(tiny_bert_dir, directory)
@@ -150,7 +150,7 @@ def test_a_reloaded_model_is_a_fresh_copy_until_its_files_change(tiny_bert_dir, 
     first.save(directory, pooler="avg")  # new files: the cache entry no longer applies
     third = Encoder.from_pretrained(directory, pooler="avg")
     assert third.backbone.embeddings.word_embeddings.weight.abs().sum() == 0
-    assert len(raycse.model_loading._LOADED_CACHE) <= raycse.model_loading.LOADED_CACHE_SIZE
+    assert len(raycse.encoder.loading._LOADED_CACHE) <= raycse.encoder.loading.LOADED_CACHE_SIZE
 
 
 def test_max_len_truncates(tiny_bert_dir):

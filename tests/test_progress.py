@@ -189,7 +189,7 @@ def test_the_exported_winner_scores_what_its_checkpoint_scored(searched_in_tmux)
     from sentence_transformers import SentenceTransformer
 
     from raycse.cli import main
-    from raycse.evaluation import stsb_dev_spearman
+    from raycse.evaluation.sts import stsb_dev_spearman
 
     tmp, uri = searched_in_tmux["tmp"], searched_in_tmux["uri"]
     assert f"{EXIT}0" in searched_in_tmux["history"]

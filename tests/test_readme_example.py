@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from raycse.data import read_corpus
+from raycse.data.corpus import read_corpus
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

@@ -69,9 +69,9 @@ def test_a_full_disk_while_checkpointing_leaves_the_previous_best_intact(tmp_pat
     from sentence_transformers import SentenceTransformer
     from transformers import BertModel
 
-    from raycse.checkpoints import CheckpointWriteError
-    from raycse.config import TrainConfig
-    from raycse.trainer import train
+    from raycse.settings.config import TrainConfig
+    from raycse.training.checkpoints import CheckpointWriteError
+    from raycse.training.trainer import train
 
     evaluations = []
 
@@ -108,12 +108,12 @@ def test_a_full_disk_while_checkpointing_leaves_the_previous_best_intact(tmp_pat
 
 
 def test_the_command_line_says_a_full_disk_in_one_line(tmp_path, tiny_bert_dir, monkeypatch, capsys):
-    import raycse.model
+    import raycse.encoder.model
 
     def no_space(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(raycse.model, "replace_directory", no_space)
+    monkeypatch.setattr(raycse.encoder.model, "replace_directory", no_space)
     code = main([*TRAIN, "--model", str(tiny_bert_dir), "--max-steps", "2", "--output-dir", str(tmp_path / "run")])
     err = capsys.readouterr().err.strip()
     assert code == 1 and len(err.splitlines()) == 1, err
@@ -207,7 +207,7 @@ def test_runs_of_trials_that_tune_never_recorded_are_dropped_on_resume(tmp_path)
 
     from raycse.driver.searcher import fail_unrecorded_trials
     from raycse.records import RAY_TRIAL_ID, STAGE_TAG, STATUS_TAG, TRIAL_TAG
-    from raycse.tracking import Tracker
+    from raycse.tracking.tracker import Tracker
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     tracker = Tracker(uri, "lost")

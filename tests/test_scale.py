@@ -15,7 +15,7 @@ import pytest
 
 from raycse.bench.simulated_trial import ParametricCurve
 from raycse.driver.write_queue import StepMetrics, WriteQueue
-from raycse.latency import Latencies
+from raycse.tracking.latency import Latencies
 
 
 def test_a_latency_percentile_is_within_a_bin_of_the_truth():
@@ -91,8 +91,8 @@ def test_a_search_with_the_stand_in_trial_records_what_a_real_one_does(tmp_path,
     from raycse.bench.simulated_trial import SimulatedTrials
     from raycse.driver.run import run_stages
     from raycse.driver.state import SearchOptions
-    from raycse.latency import LATENCIES
-    from raycse.space import load_space
+    from raycse.settings.space import load_space
+    from raycse.tracking.latency import LATENCIES
 
     monkeypatch.chdir(tmp_path)
     space = load_space(Path(__file__).resolve().parents[1] / "search_spaces" / "focal.yaml")
@@ -145,7 +145,7 @@ def test_the_drivers_sqlite_stores_commit_in_write_ahead_log_mode(tmp_path):
     import optuna
 
     from raycse.driver.plan import optuna_rdb_storage
-    from raycse.tracking import Tracker
+    from raycse.tracking.tracker import Tracker
 
     url = f"sqlite:///{tmp_path / 'optuna.db'}"
     study = optuna.create_study(study_name="wal", storage=optuna_rdb_storage(url), direction="maximize")

@@ -237,7 +237,7 @@ def test_the_benchmark_strategies_a_hand_grid_and_a_budget_of_training_steps(tmp
     random search's stage once its trials' steps add up to it (here 6 = one 4-step trial and half of the next)."""
     from raycse.driver.run import run_search
     from raycse.driver.state import SearchOptions
-    from raycse.space import load_space
+    from raycse.settings.space import load_space
 
     monkeypatch.chdir(tmp_path)
     space = load_space(write_space(tmp_path, tiny_bert_dir, "strategies", num_samples=8, test_eval="none"))

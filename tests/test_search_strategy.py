@@ -13,7 +13,7 @@ from benchmark_modules import load_benchmark
 
 from raycse.driver.concurrency import mean_running, search_concurrency
 from raycse.errors import ConfigError
-from raycse.space import parse_space
+from raycse.settings.space import parse_space
 
 SPACE = {"tau": {"type": "loguniform", "low": 0.02, "high": 0.2},
          "m": {"type": "uniform", "low": 0.0, "high": 0.6},

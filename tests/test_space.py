@@ -5,7 +5,7 @@ import pytest
 
 from raycse.cli import main
 from raycse.errors import ConfigError
-from raycse.space import load_space
+from raycse.settings.space import load_space
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = sorted((ROOT / "search_spaces").glob("*.yaml"))
@@ -56,7 +56,7 @@ def test_imsimcse_searches_the_parametrisation_the_paper_measured():
 
 
 def test_supervised_spaces_run_offline_on_the_sick_demonstration_set():
-    from raycse.data import load_examples
+    from raycse.data.corpus import load_examples
 
     for name, loss in (("simcse-sup", "simcse-sup"), ("triplet", "triplet")):
         space = load_space(ROOT / "search_spaces" / f"{name}.yaml")
@@ -170,7 +170,7 @@ def test_good_space_round_trip(tmp_path):
 
 
 def test_cpu_budgets_score_every_trial_at_least_twice():
-    from raycse.data import GlobalBatches, load_examples
+    from raycse.data.corpus import GlobalBatches, load_examples
 
     for path in SHIPPED:
         space = load_space(path).with_cpu_budget()

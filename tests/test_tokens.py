@@ -7,11 +7,11 @@ import dataclasses
 import pytest
 import torch
 
-from raycse.batches import BatchTokenizer
-from raycse.config import TrainConfig
-from raycse.model import tokenize
-from raycse.tokens import data_fingerprint, share_tokens
-from raycse.trainer import train
+from raycse.data.tokens import data_fingerprint, share_tokens
+from raycse.encoder.model import tokenize
+from raycse.settings.config import TrainConfig
+from raycse.training.batches import BatchTokenizer
+from raycse.training.trainer import train
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +54,7 @@ def test_triplets_pad_their_3n_rows_together_and_the_sent0s_alone(tokenizer, sen
 
 
 def test_a_training_on_shared_ids_is_the_same_training(tiny_bert_dir, tokenizer, tmp_path):
-    from raycse.data import load_examples
+    from raycse.data.corpus import load_examples
 
     config = TrainConfig(model=str(tiny_bert_dir), batch_size=8, lr=1e-3, max_steps=4, eval_steps=2, max_sentences=64,
                          test_eval=False, output_dir=str(tmp_path / "plain")).validate()

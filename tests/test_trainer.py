@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from raycse.batches import BatchTokenizer, training_loader
-from raycse.config import TrainConfig
-from raycse.data import GlobalBatches
-from raycse.evaluation import SEVEN_TASKS, StsbDevEvaluator
-from raycse.model import Encoder
-from raycse.trainer import (
+from raycse.data.corpus import GlobalBatches
+from raycse.encoder.model import Encoder
+from raycse.evaluation.sts import SEVEN_TASKS, StsbDevEvaluator
+from raycse.settings.config import TrainConfig
+from raycse.training.batches import BatchTokenizer, training_loader
+from raycse.training.trainer import (
     NONFINITE_CHECK_EVERY,
     StepRunner,
     TrainingDiverged,
@@ -182,7 +182,7 @@ def test_only_the_forward_passes_a_loss_needs_run(tiny_bert_dir, nli_csv, senten
     supervised = loss == "simcse-sup"
     config = tiny_config(tiny_bert_dir, Path("unused"), loss=loss, batch_size=4,
                          sup_data=str(nli_csv) if supervised else None)
-    from raycse.data import load_examples
+    from raycse.data.corpus import load_examples
     from raycse.losses import build_loss
 
     device = torch.device("cpu")
@@ -306,8 +306,8 @@ def test_cuda_padding_rounds_lengths_up_to_multiples_of_8_without_changing_the_v
 
 
 def test_compile_policy(tiny_bert_dir):
-    from raycse.compile_policy import decide_compile
     from raycse.losses import build_loss
+    from raycse.training.compile_policy import decide_compile
 
     config = tiny_config(tiny_bert_dir, Path("unused"))
     assert config.compile == "auto"

@@ -27,8 +27,9 @@ import subprocess
 import sys
 from dataclasses import asdict, dataclass
 
-from raycse.checks import INT_LIMIT, check_int
+from raycse.bench.options import StepOptions, check_loss
 from raycse.errors import ConfigError
+from raycse.settings.checks import INT_LIMIT, check_int
 
 TIME_TARGET = 1.4  # cached L / uncached L
 MEMORY_TARGET = 1.3  # cached L / uncached B
@@ -36,24 +37,16 @@ CONFIGURATIONS = ("uncached_small", "uncached_large", "cached", "keyed_large")
 
 
 @dataclass
-class CachedBenchOptions:
-    shape: str = "minilm"
+class CachedBenchOptions(StepOptions):
     losses: tuple[str, ...] = ("simcse",)
-    batch_size: int = 64  # the small batch, and the chunk of the cached step
-    cached_batch_size: int = 512
+    cached_batch_size: int = 512  # the large batch; batch_size is the small one, and the cached step's chunk
     steps: int = 3
     warmup: int = 1
-    seq_len: int = 32
-    compile: bool = True
-    precision: str = "auto"
-    seed: int = 0
 
     def validate(self) -> CachedBenchOptions:
-        from raycse.bench.step import BenchOptions
-
+        super().validate()
         for loss in self.losses:
-            BenchOptions(shape=self.shape, loss=loss, batch_size=self.batch_size, steps=self.steps,
-                         warmup=self.warmup, seq_len=self.seq_len, precision=self.precision).validate()
+            check_loss(loss)
         check_int("--cached-batch-size", self.cached_batch_size, low=1, high=INT_LIMIT)
         if self.cached_batch_size < self.batch_size:
             raise ConfigError(f"--cached-batch-size: must be at least --batch-size ({self.batch_size}), "
@@ -85,13 +78,13 @@ def measure(spec: dict) -> dict:
     dict plus "loss", "batch_size" and "mini_batch_size" (None: uncached)."""
     import torch
 
-    from raycse.batches import training_loader
     from raycse.bench.step import device_name, synchronize, timed_steps
     from raycse.bench.synthetic import load_tokenizer, make_encoder, synthetic_data
-    from raycse.config import TrainConfig
+    from raycse.encoder.model import pick_device
     from raycse.losses import build_loss
-    from raycse.model import pick_device
-    from raycse.trainer import StepRunner, freeze
+    from raycse.settings.config import TrainConfig
+    from raycse.training.batches import training_loader
+    from raycse.training.trainer import StepRunner, freeze
 
     device = pick_device()
     start_mib = _resident_mib()

@@ -49,7 +49,7 @@ def concurrent_trial(options: dict, threads: int, barrier) -> dict:
         synchronize,
         synthetic_data,
     )
-    from raycse.model import pick_device
+    from raycse.encoder.model import pick_device
 
     torch.set_num_threads(max(1, threads))
     opts = BenchOptions(**options)
@@ -87,8 +87,8 @@ def run_concurrent(options: BenchOptions, trials: int) -> dict:
     import ray
     import torch
 
-    from raycse.config import check_int
-    from raycse.ray_runtime import start_ray
+    from raycse.settings.config import check_int
+    from raycse.training.ray_runtime import start_ray
 
     options.validate()
     check_int("--concurrent", trials, low=1)

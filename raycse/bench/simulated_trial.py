@@ -33,7 +33,7 @@ from raycse.records import (
     TRIAL_TRAIN,
 )
 
-WORST = -100.0  # raycse.evaluation.DevObjective.worst, without importing the evaluation (and torch) in the worker
+WORST = -100.0  # raycse.evaluation.sts.DevObjective.worst, without importing the evaluation (and torch) in the worker
 PROGRESS_FILE = "simulated.json"
 
 

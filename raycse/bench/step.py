@@ -3,8 +3,8 @@
 What is timed, on randomly initialised BERT-shaped encoders (the packaged MiniLM's tokenizer, no download):
 
   raycse step    what a training or search trial runs per step: the next batch of the trainer's own DataLoader
-                 (`raycse.batches.training_loader`: on CUDA tokenised ahead by worker processes into pinned
-                 memory, on CPU tokenised inline, see there) and `raycse.trainer.StepRunner.step` on it
+                 (`raycse.training.batches.training_loader`: on CUDA tokenised ahead by worker processes into pinned
+                 memory, on CPU tokenised inline, see there) and `raycse.training.trainer.StepRunner.step` on it
                  (host-to-device copy, the passes the loss needs, backward, optimiser and scheduler step): bf16
                  autocast, fused AdamW, SDPA attention and `torch.compile` with CUDA graphs on CUDA (`--no-compile`
                  for eager bf16), as in the trainer. `host_tokenize_ms` is the loader-side tokenising of one
@@ -13,7 +13,7 @@ What is timed, on randomly initialised BERT-shaped encoders (the packaged MiniLM
                  and the same passes, the 2N sentences tokenised as one list inside the step. Same weights, same
                  batches in the same order.
   evaluation     one call of the `stsb_dev` objective on the trained encoder, encoded the way the trainer
-                 encodes it (`raycse.model.encode_fn`).
+                 encodes it (`raycse.encoder.model.encode_fn`).
 
 The synthetic sentences are whole vocabulary words, `seq_len - 2` of them, so every sentence is exactly
 `seq_len` tokens with [CLS] and [SEP] and every step has the same shape. A step consumes N = `batch_size`
@@ -54,12 +54,8 @@ import platform
 import time
 from dataclasses import dataclass
 
-from raycse.bench.synthetic import MAX_POSITIONS, SHAPES, load_tokenizer, make_encoder, synthetic_data
-from raycse.checks import INT_LIMIT
-from raycse.config import check_int
-from raycse.errors import ConfigError
-
-PRECISIONS = ("auto", "fp32", "bf16")
+from raycse.bench.options import StepOptions, check_loss
+from raycse.bench.synthetic import SHAPES, load_tokenizer, make_encoder, synthetic_data
 
 # Dense (no sparsity) bf16 tensor-core peaks, TFLOP/s; first match of the CUDA device name wins.
 PEAK_BF16_TFLOPS = (("H100 PCIe", 756.0), ("H100 NVL", 835.0), ("H200 NVL", 835.0), ("H100", 989.0),
@@ -70,36 +66,15 @@ BATCH_POOL = 8  # synthetic batches' worth of rows, reshuffled every epoch (the 
 
 
 @dataclass
-class BenchOptions:
-    shape: str = "minilm"
+class BenchOptions(StepOptions):
     loss: str = "simcse"
-    batch_size: int = 64
-    steps: int = 20
-    warmup: int = 5
-    seq_len: int = 32
-    compile: bool = True
-    precision: str = "auto"
-    eval: bool = True
-    baseline: bool = True
+    eval: bool = True  # time one STS-B dev evaluation too
+    baseline: bool = True  # time the naive fp32 step too
     profile: str | None = None  # write a torch.profiler summary of PROFILE_STEPS more raycse steps here
-    seed: int = 0
 
     def validate(self) -> BenchOptions:
-        from raycse.losses import build_loss
-
-        if self.shape not in SHAPES:
-            raise ConfigError(f"--shape: unknown shape {self.shape!r} (choose from {', '.join(SHAPES)})")
-        for flag, value, low in (("--batch-size", self.batch_size, 1), ("--steps", self.steps, 1),
-                                 ("--warmup", self.warmup, 0), ("--seq-len", self.seq_len, 3)):
-            check_int(flag, value, low=low, high=INT_LIMIT)
-        if self.seq_len > MAX_POSITIONS:
-            raise ConfigError(f"--seq-len: at most {MAX_POSITIONS} (the position embeddings), got {self.seq_len}")
-        if self.precision not in PRECISIONS:
-            raise ConfigError(f"--precision: {self.precision!r} is not one of {', '.join(PRECISIONS)}")
-        try:
-            build_loss(self.loss)  # ConfigError naming an unknown loss
-        except ConfigError as err:
-            raise ConfigError(f"--loss: {err}") from None
+        super().validate()
+        check_loss(self.loss)
         return self
 
 
@@ -229,7 +204,7 @@ def host_tokenize_ms(tokenize, batches) -> float:
 
 
 def train_config(options: BenchOptions):
-    from raycse.config import TrainConfig
+    from raycse.settings.config import TrainConfig
 
     return TrainConfig(model="random", loss=options.loss, batch_size=options.batch_size, max_len=options.seq_len,
                        pooler="cls", precision=options.precision, compile="always" if options.compile else "never",
@@ -243,7 +218,7 @@ def total_steps(options: BenchOptions) -> int:
 
 def step_inputs(options: BenchOptions, data, runner, device):
     """The trainer's own DataLoader over `data` for warmup + steps steps, as `train` builds it: (loader, iterator)."""
-    from raycse.batches import training_loader
+    from raycse.training.batches import training_loader
 
     total = total_steps(options)
     loader = training_loader(data, math.ceil(total / len(data)), total, runner.tokenize, device, options.seed)
@@ -252,7 +227,7 @@ def step_inputs(options: BenchOptions, data, runner, device):
 
 def raw_batches(options: BenchOptions, data):
     """The same batches in the same order, untokenised, for the baseline step."""
-    from raycse.data import StepBatches
+    from raycse.data.corpus import StepBatches
 
     total = options.warmup + options.steps
     return iter(StepBatches(data, math.ceil(total / len(data)), total))
@@ -261,7 +236,7 @@ def raw_batches(options: BenchOptions, data):
 def build_runner(options: BenchOptions, tokenizer, device):
     """The trainer's own StepRunner on a random encoder of `options.shape` (SDPA attention, as `from_pretrained`)."""
     from raycse.losses import build_loss
-    from raycse.trainer import StepRunner, freeze
+    from raycse.training.trainer import StepRunner, freeze
 
     config = train_config(options)
     loss_fn = build_loss(options.loss)
@@ -280,7 +255,7 @@ def baseline_step_fn(options: BenchOptions, tokenizer, device, loss_fn):
     import torch
 
     from raycse.losses import Embeddings
-    from raycse.trainer import linear_decay
+    from raycse.training.trainer import linear_decay
 
     config = train_config(options)
     encoder = make_encoder(options.shape, tokenizer, "eager", options.seed).to(device).train()
@@ -323,8 +298,8 @@ def baseline_step_fn(options: BenchOptions, tokenizer, device, loss_fn):
 def time_eval(encoder, eval_pooler: str) -> dict:
     """One STS-B dev evaluation as the trainer runs it: a first call (tokenising, lazy CUDA init) timed on its own,
     then the call that `eval_seconds` reports."""
-    from raycse.evaluation import build_objective
-    from raycse.model import encode_fn
+    from raycse.encoder.model import encode_fn
+    from raycse.evaluation.sts import build_objective
 
     objective = build_objective("stsb_dev")
     encode = encode_fn(encoder, eval_pooler)
@@ -345,7 +320,7 @@ def run_bench(options: BenchOptions) -> dict:
     import torch
     import transformers
 
-    from raycse.model import pick_device
+    from raycse.encoder.model import pick_device
 
     options.validate()
     device = pick_device()

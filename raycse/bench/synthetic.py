@@ -22,7 +22,7 @@ def bert_config(shape: str, vocab_size: int, attn_implementation: str):
 def load_tokenizer():
     from transformers import AutoTokenizer
 
-    from raycse.model_loading import resolve_model_path
+    from raycse.encoder.loading import resolve_model_path
 
     return AutoTokenizer.from_pretrained(resolve_model_path("minilm"))
 
@@ -32,7 +32,7 @@ def make_encoder(shape: str, tokenizer, attn_implementation: str, seed: int, poo
     import torch
     from transformers import BertModel
 
-    from raycse.model import Encoder
+    from raycse.encoder.model import Encoder
 
     torch.manual_seed(seed)
     backbone = BertModel(bert_config(shape, len(tokenizer), attn_implementation))
@@ -44,7 +44,7 @@ def make_encoder(shape: str, tokenizer, attn_implementation: str, seed: int, poo
 def synthetic_data(tokenizer, batch_size: int, seq_len: int, supervised: bool, count: int, seed: int):
     """`GlobalBatches` of `count` batches of `batch_size` sentences (triplets when supervised), each sentence exactly
     `seq_len` tokens: the batches the trainer would draw from such a corpus."""
-    from raycse.data import GlobalBatches
+    from raycse.data.corpus import GlobalBatches
 
     rng = random.Random(seed)
     words = sorted(w for w in tokenizer.get_vocab() if w.isascii() and w.isalpha() and w.islower() and len(w) >= 3)

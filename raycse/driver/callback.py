@@ -47,8 +47,8 @@ from raycse.records import (
     TRIAL_TAG,
     TRIAL_TIMING_KEYS,
 )
-from raycse.space import SearchSpace, TrialSpec
-from raycse.tracking import Tracker, training_params
+from raycse.settings.space import SearchSpace, TrialSpec
+from raycse.tracking.tracker import Tracker, training_params
 
 STEP_METRICS = (OBJECTIVE, BEST_OBJECTIVE, TRAIN_LOSS, SENTENCES_PER_S, *DEV_FIGURES)
 

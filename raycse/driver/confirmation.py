@@ -10,14 +10,14 @@ from raycse.driver.decision import ConfigScores, ConfirmPlan, SeedScore
 from raycse.driver.outcome import Baseline, TrialRecord
 from raycse.driver.ranking import Ranked, TrialCurve
 from raycse.records import CHOOSE, JUDGE, SEARCH
-from raycse.space import SearchSpace
+from raycse.settings.space import SearchSpace
 
 
 def confirm_plan(plan: SearchSpace, budget: str) -> ConfirmPlan | None:
     """The space's confirmation settings as the decision reads them; None without a confirmation stage."""
     if plan.confirm is None:
         return None
-    from raycse.evaluation import build_objective
+    from raycse.evaluation.sts import build_objective
 
     objective = build_objective(plan.base.objective, plan.base.objective_columns)
     return ConfirmPlan(budget=budget, top_k=plan.confirm.top_k, choose_seeds=plan.confirm.choose_seeds,

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from raycse.errors import ConfigError
-from raycse.space import Confirm, SearchSpace
+from raycse.settings.space import Confirm, SearchSpace
 
 
 def experiment_dir_name(experiment: str) -> str:
@@ -115,16 +115,16 @@ _CREATED_MEANWHILE = ("already exists", "duplicate key value")  # PostgreSQL's w
 
 
 def optuna_rdb_storage(url: str):
-    """Optuna's storage at `url`; a SQLite file in write-ahead-log mode (raycse.sqlite_wal: a commit no longer waits
-    for the disk), waiting up to a minute for another search's write lock.
+    """Optuna's storage at `url`; a SQLite file in write-ahead-log mode (raycse.tracking.sqlite_wal: a commit no
+    longer waits for the disk), waiting up to a minute for another search's write lock.
 
     Creating the storage creates its tables when the database has none: two searches that start together on one new
     SQLite file take turns (a lock beside the file); on a database server (PostgreSQL, MySQL) the one that loses the
     race gets a duplicate-key error, and tries again, now finding the tables."""
     import optuna
 
-    from raycse import sqlite_wal
     from raycse.files import sqlite_creation_lock
+    from raycse.tracking import sqlite_wal
 
     engine_kwargs = sqlite_wal.engine_kwargs(url)
     for attempt in range(5):

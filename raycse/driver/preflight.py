@@ -22,12 +22,12 @@ from __future__ import annotations
 import os
 import sys
 
-from raycse.checks import check_path_text, check_writable_dir
 from raycse.driver import plan as planning
 from raycse.driver.state import SearchOptions
 from raycse.errors import ConfigError, shown
-from raycse.space import SearchSpace
-from raycse.stores import check_optuna_storage, check_tracking_uri, study_names
+from raycse.settings.checks import check_path_text, check_writable_dir
+from raycse.settings.space import SearchSpace
+from raycse.tracking.stores import check_optuna_storage, check_tracking_uri, study_names
 
 TUNER_STATE = "tuner.pkl"  # what a Tune experiment directory holds once its search has started (Tuner.can_restore)
 
@@ -81,7 +81,7 @@ def _check_stores(space: SearchSpace, options: SearchOptions, search_path: str) 
     check_optuna_storage("optuna_storage" if options.optuna_storage else "tracking_uri", storage)
     if options.resume:
         from raycse.records import PATH_TAG
-        from raycse.tracking import Tracker
+        from raycse.tracking.tracker import Tracker
 
         tracker = Tracker.existing(options.tracking_uri, space.experiment)  # creates nothing
         if tracker.find_run(PATH_TAG, search_path) is None:

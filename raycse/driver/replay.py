@@ -45,7 +45,7 @@ def replayed_result(context: TrialContext, trial_id: str) -> dict | None:
     if not context.resumed:
         return None
     from raycse.errors import ConfigError
-    from raycse.tracking import Tracker
+    from raycse.tracking.tracker import Tracker
 
     try:
         tracker = Tracker.existing(context.tracking_uri, context.experiment)
@@ -54,7 +54,7 @@ def replayed_result(context: TrialContext, trial_id: str) -> dict | None:
     runs = tracker.runs(f"tags.`{TRIAL_TAG}` = '{trial_id}' and attributes.status = 'FINISHED'", max_results=1)
     if not runs:
         return None
-    from raycse.evaluation import DevObjective
+    from raycse.evaluation.sts import DevObjective
 
     run = runs[0]
     metrics, tags = run.data.metrics, run.data.tags

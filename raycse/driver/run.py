@@ -34,8 +34,8 @@ from raycse.driver.stages.stage0 import Stage0
 from raycse.driver.stages.test_tasks import TestTasksStage
 from raycse.driver.state import PhaseClock, SearchOptions, SearchState, say
 from raycse.driver.summary import SUMMARY_FILE
-from raycse.space import SearchSpace
-from raycse.tracking import Tracker
+from raycse.settings.space import SearchSpace
+from raycse.tracking.tracker import Tracker
 
 STAGES: tuple[Stage, ...] = (SetupStage(), BaselineStage(), TokenizeStage(), Stage0(), SearchStage(), ChooseStage(),
                              JudgeStage(), TestTasksStage(), RecordStage(), ReportStage())

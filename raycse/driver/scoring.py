@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import contextlib
 
-from raycse.config import TrainConfig
 from raycse.records import FINAL_KEYS, TEST_KEYS
+from raycse.settings.config import TrainConfig
 
 
 def score_untouched(base: TrainConfig, poolers: list[str], test_pooler: str | None) -> dict:
     """The starting model, before any step: its objective with each evaluation pooler, and (unless test_pooler is
     None) its seven test tasks with that pooler: {"by_pooler": {pooler: scores}, "test": {task: figure}}."""
-    from raycse.evaluation import build_objective, evaluate_encoder
-    from raycse.model import Encoder, encode_fn, pick_device
+    from raycse.encoder.model import Encoder, encode_fn, pick_device
+    from raycse.evaluation.sts import build_objective, evaluate_encoder
 
     objective = build_objective(base.objective, base.objective_columns)
     encoder = Encoder.from_pretrained(base.model, trust_remote_code=base.trust_remote_code).to(pick_device())
@@ -26,8 +26,8 @@ def score_untouched(base: TrainConfig, poolers: list[str], test_pooler: str | No
 
 def score_checkpoint(path: str, eval_pooler: str) -> dict[str, float]:
     """A saved best checkpoint's seven test tasks (and SICK-R dev, alignment, uniformity)."""
-    from raycse.evaluation import evaluate_encoder
-    from raycse.model import Encoder, encode_fn, pick_device
+    from raycse.encoder.model import Encoder, encode_fn, pick_device
+    from raycse.evaluation.sts import evaluate_encoder
 
     with local_copy(path) as local:
         encoder = Encoder.from_pretrained(local, pooler=eval_pooler).to(pick_device())

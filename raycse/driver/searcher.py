@@ -12,13 +12,13 @@ import time
 from ray import tune
 from ray.tune.search.optuna import OptunaSearch
 
-from raycse.latency import LATENCIES
 from raycse.records import DIVERGED_KEY, FINAL, RAY_TRIAL_ID
+from raycse.tracking.latency import LATENCIES
 
 
 def study_size_bucket(number: int) -> int:
     """The power of two above an Optuna trial's number: its ask or tell found fewer trials than this in the study
-    (`searcher.ask/<bucket>` in raycse.latency: how the sampler's cost grows with the study)."""
+    (`searcher.ask/<bucket>` in raycse.tracking.latency: how the sampler's cost grows with the study)."""
     return 1 << number.bit_length()
 
 
@@ -27,7 +27,7 @@ class TaggedOptunaSearch(OptunaSearch):
     raycse.driver.trial) is neither reported nor told again, which the persistent study would refuse.
 
     Each ask (sampling and the study's new trial), report (an intermediate value) and tell is timed in
-    raycse.latency, overall and by the study's size (benchmarks/scale.py)."""
+    raycse.tracking.latency, overall and by the study's size (benchmarks/scale.py)."""
 
     def suggest(self, trial_id: str):
         started = time.perf_counter()

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 from raycse.driver.outcome import Baseline, SearchOutcome, TrialRecord
 from raycse.driver.ranking import Ranked
-from raycse.space import SearchSpace
+from raycse.settings.space import SearchSpace
 
 if TYPE_CHECKING:
-    from raycse.tracking import Tracker
+    from raycse.tracking.tracker import Tracker
 
 
 def say(message: str) -> None:
@@ -42,7 +42,8 @@ class SearchOptions:
     optuna_storage: str | None = None
     started_at: float = field(default_factory=time.perf_counter)  # the command's start: time_total_s runs from it
     # How the search stage samples (benchmarks/search_quality.py compares them): None (the space file's
-    # search.sampler), one of raycse.space.SAMPLER_NAMES, or "grid" (Tune's grid over `grid`: {param: [values]}).
+    # search.sampler), one of raycse.settings.space.SAMPLER_NAMES, or "grid" (Tune's grid over `grid`:
+    # {param: [values]}).
     sampler: str | None = None
     grid: dict[str, list] | None = None
     scheduler: str | None = None  # "asha" | "fifo": overrides the space file's
@@ -117,7 +118,7 @@ class SearchState:
 
     # the stages' products
     baseline: Baseline | PendingBaseline | None = None
-    shared_tokens: Any = None  # the training data's token ids (raycse.tokens), or None: trials tokenise
+    shared_tokens: Any = None  # the training data's token ids (raycse.data.tokens), or None: trials tokenise
     searched: list[TrialRecord] | None = None
     ranking: list[Ranked] | None = None  # the search stage's top_k configurations, on a common footing
     choose_runs: list[TrialRecord] | None = None  # the choosing block's runs (none when top_k is 1)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from raycse.space import SAMPLER_DEFAULTS, SearchSpace
+from raycse.settings.space import SAMPLER_DEFAULTS, SearchSpace
 
 
 def startup_trials(settings: dict[str, Any], num_samples: int) -> int:

@@ -10,7 +10,7 @@ from typing import Any
 
 from raycse.driver.decision import BlockSummary, Decision
 from raycse.driver.outcome import SearchOutcome
-from raycse.space import SearchSpace
+from raycse.settings.space import SearchSpace
 from raycse.stats import Interval
 
 SUMMARY_FILE = "search_summary.json"
@@ -32,8 +32,8 @@ def _block(block: BlockSummary | None) -> dict | None:
 
 def search_summary(outcome: SearchOutcome, plan: SearchSpace, optuna_storage: str) -> dict[str, Any]:
     """The summary of a finished search, as JSON-ready data."""
-    from raycse.evaluation import build_objective
-    from raycse.model_loading import model_name
+    from raycse.encoder.loading import model_name
+    from raycse.evaluation.sts import build_objective
 
     decision = outcome.decision
     configs = outcome.configurations
@@ -108,7 +108,7 @@ def _decision(decision: Decision, configs: dict) -> dict:
 def _test_table(outcome: SearchOutcome, plan: SearchSpace) -> dict:
     """The answer's test table: the untouched model, the published point and the winner on the seven tasks and their
     average, the same model and data, each row naming them; then winner - published, paired by seed."""
-    from raycse.model_loading import model_name
+    from raycse.encoder.loading import model_name
 
     decision = outcome.decision
     model, corpus = model_name(plan.base.model), plan.base.sup_data or plan.base.corpus
@@ -130,7 +130,7 @@ def _test_table(outcome: SearchOutcome, plan: SearchSpace) -> dict:
 
 def _paper(plan: SearchSpace, family: str) -> dict | None:
     """The paper's reported row, with what it was measured on, and whether that is the search's model and data."""
-    from raycse.model_loading import model_name
+    from raycse.encoder.loading import model_name
 
     row = plan.paper.get(family)
     if not row or not row.get("figures"):

@@ -1,4 +1,4 @@
-"""One search trial, as it runs inside its Ray worker: the trainer of `raycse.trainer`, reporting to Tune.
+"""One search trial, as it runs inside its Ray worker: the trainer of `raycse.training.trainer`, reporting to Tune.
 
 A trial is a Tune function trainable (`run_trial`). With one worker it trains in its own process; with several
 it starts a Ray Train `TorchTrainer` (Ray 2.60 runs Train V2: a Tune function starts the TorchTrainer and
@@ -21,11 +21,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from raycse.config import TrainConfig
 from raycse.driver.pacing import CheckpointPace
 from raycse.driver.replay import TrialContext, replayed_result
 from raycse.driver.trial_result import evaluation_result, final_result
-from raycse.evaluation import DevObjective
+from raycse.evaluation.sts import DevObjective
 from raycse.records import (
     BEST_OBJECTIVE,
     BEST_STEP,
@@ -46,7 +45,8 @@ from raycse.records import (
     TRIAL_TRAIN,
     loss_stat,
 )
-from raycse.space import SearchSpace, TrialSpec
+from raycse.settings.config import TrainConfig
+from raycse.settings.space import SearchSpace, TrialSpec
 
 COMPILE_RECORD = "raycse-compile-seconds.json"  # per node, in the system's temp directory
 
@@ -94,7 +94,7 @@ def train_and_report(config: TrainConfig, report, resume: bool, worker_start_s: 
     """Train, calling `report(metrics, checkpoint_dir)` at each evaluation and once at the end (final results).
     With a `pace`, an evaluation's report carries its checkpoint only when one is due (driver/pacing.py); the final
     report always does."""
-    from raycse.trainer import TrainingDiverged, train
+    from raycse.training.trainer import TrainingDiverged, train
 
     last_eval: dict[str, Any] = {TRIAL_STARTUP: worker_start_s}
     extra_checkpoint_s = 0.0
@@ -172,7 +172,7 @@ def worker_start_seconds(now: float) -> float:
 def run_trial(tune_config: dict, space: SearchSpace, context: TrialContext, shared_tokens=None) -> None:
     """The Tune function trainable: one training of the configuration Tune gives.
 
-    shared_tokens: the training data's token ids, made once by the driver (raycse.tokens); Tune hands them over
+    shared_tokens: the training data's token ids, made once by the driver (raycse.data.tokens); Tune hands them over
     through Ray's object store.
     """
     global _previous_trial_end
@@ -228,7 +228,7 @@ def _restore(checkpoint, output_dir: str) -> bool:
 def _run_on_workers(config: TrainConfig, space: SearchSpace, tune_context, checkpoint) -> None:
     from ray.tune.integration.ray_train import TuneReportCallback
 
-    from raycse.ray_runtime import torch_trainer
+    from raycse.training.ray_runtime import torch_trainer
 
     torch_trainer(worker_loop, config, cpus_per_worker=space.resources.cpus_per_worker,
                   storage_path=os.path.dirname(tune_context.get_trial_dir()),

@@ -16,7 +16,7 @@ from raycse.driver.pacing import checkpoint_every_s
 from raycse.driver.replay import TrialContext
 from raycse.driver.state import SearchState
 from raycse.driver.trial import run_trial
-from raycse.evaluation import DevObjective
+from raycse.evaluation.sts import DevObjective
 from raycse.records import (
     BEST_OBJECTIVE,
     BEST_STEP,
@@ -38,8 +38,8 @@ from raycse.records import (
     TRIAL_STARTED_AT,
     TRIAL_TIMING_KEYS,
 )
-from raycse.space import SearchSpace, TrialSpec
-from raycse.tracking import Tracker
+from raycse.settings.space import SearchSpace, TrialSpec
+from raycse.tracking.tracker import Tracker
 
 
 def experiment_path(state: SearchState, stage: str) -> str:

@@ -2,6 +2,8 @@
 
 Each loss is a pure function of (unnormalised) embeddings, computed in float32 or wider, returning the mean
 over the batch as a 0-d tensor; `build_loss` wraps them into the modules the trainer composes.
+
+May import: the leaves (errors) only.
 """
 
 from .dclr import dclr_noise_negatives, debiased_info_nce, false_negative_weights, non_uniformity_loss

@@ -4,6 +4,8 @@
     load.py    reading a search back through the Tracker: summary, trial rows, the Optuna study
     page.py    the HTML page: the tables and the plots
     plots.py   the plots: interactive plotly figures on the page, matplotlib PNGs beside it
+
+May import: tracking and the leaves; never the driver (a search's files are read, not its code) or the commands.
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from pathlib import Path
 from raycse.report.load import SearchRecord, load_search
 from raycse.report.page import render_report
 from raycse.report.tables import format_search_summary
-from raycse.tracking import Tracker
+from raycse.tracking.tracker import Tracker
 
 REPORT_ARTIFACT_DIR = "report"
 

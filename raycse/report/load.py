@@ -30,7 +30,7 @@ from raycse.records import (
     TRIAL_TAG,
 )
 from raycse.report.tables import TrialRow, best_of_history
-from raycse.tracking import Tracker
+from raycse.tracking.tracker import Tracker
 
 if TYPE_CHECKING:
     import optuna

@@ -14,7 +14,7 @@ from raycse.driver.scoring import score_untouched
 from raycse.driver.stages.base import Stage
 from raycse.driver.state import PendingBaseline, SearchState
 from raycse.records import BASELINE_TAG
-from raycse.space import SearchSpace
+from raycse.settings.space import SearchSpace
 
 
 class BaselineStage(Stage):

@@ -16,7 +16,7 @@ from raycse.driver.ranking import Ranked, rank_for_confirmation
 from raycse.driver.stages.base import Stage
 from raycse.driver.state import SearchState
 from raycse.records import CHOOSE, RANKING_TAG, WINNER_TAG
-from raycse.space import TrialSpec
+from raycse.settings.space import TrialSpec
 
 
 class ChooseStage(Stage):

@@ -11,7 +11,7 @@ from raycse.driver import confirmation, tune_runner
 from raycse.driver.stages.base import Stage
 from raycse.driver.state import SearchState
 from raycse.records import JUDGE
-from raycse.space import TrialSpec
+from raycse.settings.space import TrialSpec
 
 
 class JudgeStage(Stage):

@@ -25,7 +25,7 @@ from raycse.records import (
     SEARCH,
     WINNER_MINUS_PUBLISHED,
 )
-from raycse.tracking import training_params
+from raycse.tracking.tracker import training_params
 
 NO_CONFIRMATION = ("No confirmation stage ran (--no-confirm): the answer is the search stage's first-ranked "
                    "configuration, from one seed, and nothing judges it; in this field one seed moves STS figures "

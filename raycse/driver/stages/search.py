@@ -12,7 +12,7 @@ from raycse.driver import plan as planning
 from raycse.driver import progress, strategy, tune_runner
 from raycse.driver.stages.base import Stage
 from raycse.driver.state import SearchState
-from raycse.evaluation import DevObjective
+from raycse.evaluation.sts import DevObjective
 from raycse.records import OBJECTIVE, RAY_TRIAL_ID, SEARCH
 
 

@@ -15,8 +15,8 @@ from raycse.driver.stages.base import Stage
 from raycse.driver.state import SearchState
 from raycse.errors import ConfigError
 from raycse.records import BUDGET_TAG, PATH_TAG, SEARCH_TAG
-from raycse.space import Confirm
-from raycse.tracking import Tracker
+from raycse.settings.space import Confirm
+from raycse.tracking.tracker import Tracker
 
 
 class SetupStage(Stage):
@@ -28,7 +28,7 @@ class SetupStage(Stage):
         import optuna
         import ray
 
-        from raycse.ray_runtime import start_ray
+        from raycse.training.ray_runtime import start_ray
 
         _quiet_tune()
         options, space = state.options, state.space

@@ -1,4 +1,4 @@
-"""Tokenize: the training data tokenised once for every trial (raycse.tokens), handed to the trials through Ray's
+"""Tokenize: the training data tokenised once for every trial (raycse.data.tokens), handed to the trials through Ray's
 object store; or nothing, where trials must tokenise themselves (a searched max_len or model, or a tokenizer whose
 batches the shared ids would not reproduce). Resume: done again (a second or two)."""
 from __future__ import annotations
@@ -15,9 +15,9 @@ class TokenizeStage(Stage):
     def run(self, state: SearchState) -> None:
         from transformers import AutoTokenizer
 
-        from raycse.data import load_examples
-        from raycse.model_loading import resolve_model_path
-        from raycse.tokens import data_fingerprint, share_tokens
+        from raycse.data.corpus import load_examples
+        from raycse.data.tokens import data_fingerprint, share_tokens
+        from raycse.encoder.loading import resolve_model_path
 
         plan = state.plan
         searched = {param for family in plan.families.values() for param in family.space}

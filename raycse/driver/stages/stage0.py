@@ -12,7 +12,7 @@ from raycse.driver import tune_runner
 from raycse.driver.stages.base import Stage
 from raycse.driver.state import SearchState
 from raycse.records import FINISHED, STAGE0
-from raycse.space import TrialSpec
+from raycse.settings.space import TrialSpec
 
 
 class Stage0(Stage):

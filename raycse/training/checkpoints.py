@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from raycse import distributed as dist_utils
 from raycse.errors import ConfigError
 from raycse.files import replace_directory
+from raycse.training import distributed as dist_utils
 
 TRAINING_STATE_FILE = "training_state.pt"
 

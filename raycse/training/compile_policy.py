@@ -9,7 +9,7 @@ import time
 
 import torch
 
-from raycse import distributed as dist_utils
+from raycse.training import distributed as dist_utils
 
 COMPILE_PROBE_WARMUP = 3  # eager steps not timed first (CUDA and cuBLAS initialisation, the allocator's growth)
 COMPILE_PROBE_STEPS = 10  # eager steps then timed before deciding

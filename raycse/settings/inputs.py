@@ -17,9 +17,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from raycse.checks import check_path_text
-from raycse.data import BUNDLED_CORPUS, BUNDLED_NLI
+from raycse.data.corpus import BUNDLED_CORPUS, BUNDLED_NLI
 from raycse.errors import ConfigError, shown
+from raycse.settings.checks import check_path_text
 
 DEV_FILE_SUFFIXES = (".tsv", ".txt", ".csv")
 
@@ -27,7 +27,7 @@ DEV_FILE_SUFFIXES = (".tsv", ".txt", ".csv")
 # ------------------------------------------------------------------------------------------------ checks
 def check_model(name: str, value: str) -> None:
     """'minilm', an existing local directory, or a hub id ('name' or 'owner/name')."""
-    from raycse.model_loading import resolve_model_path
+    from raycse.encoder.loading import resolve_model_path
 
     check_path_text(name, value)
     resolve_model_path(value)
@@ -52,7 +52,7 @@ def check_nli(name: str, value: str) -> None:
 
 def check_objective(name: str, value: str) -> None:
     """A named objective, or a development file (.tsv, .txt or .csv) that exists."""
-    from raycse.evaluation import OBJECTIVES
+    from raycse.evaluation.sts import OBJECTIVES
 
     if value in OBJECTIVES:
         return
@@ -66,7 +66,7 @@ def check_objective(name: str, value: str) -> None:
 
 
 def check_dev_columns(name: str, value: str) -> None:
-    from raycse.evaluation import dev_columns
+    from raycse.evaluation.sts import dev_columns
 
     dev_columns(value)
 
@@ -91,7 +91,7 @@ def _check_file(name: str, value: str) -> None:
 # ------------------------------------------------------------------------------------------------ opening
 def open_model(config, name: str, cache: dict) -> None:
     """The model's files load: config.json, the weights' headers, the tokenizer and its vocabulary."""
-    from raycse.model_loading import check_loadable
+    from raycse.encoder.loading import check_loadable
 
     key = ("model", getattr(config, name), config.trust_remote_code)
     if key not in cache:
@@ -101,7 +101,7 @@ def open_model(config, name: str, cache: dict) -> None:
 
 def open_objective(config, name: str, cache: dict) -> None:
     """The objective's pairs are read and usable (a development file: columns, scores, at least 2 pairs)."""
-    from raycse.evaluation import build_objective
+    from raycse.evaluation.sts import build_objective
 
     key = ("objective", config.objective, config.objective_columns)
     if key not in cache:
@@ -115,7 +115,7 @@ def open_training_data(config, name: str, cache: dict) -> list | None:
 
     Returns the examples read, so that `raycse train` trains on what was checked rather than reading it again.
     """
-    from raycse.data import load_examples
+    from raycse.data.corpus import load_examples
 
     if (name == "sup_data") != config.supervised:
         return None  # the other field names the data this run uses

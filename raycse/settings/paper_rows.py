@@ -2,10 +2,10 @@
 measured on, so that the answer shows them only under a caption that says whether they are comparable."""
 from __future__ import annotations
 
-from raycse.checks import mapping as _mapping
-from raycse.checks import no_unknown as _no_unknown
-from raycse.config import check_number
 from raycse.errors import ConfigError, shown
+from raycse.settings.checks import mapping as _mapping
+from raycse.settings.checks import no_unknown as _no_unknown
+from raycse.settings.config import check_number
 
 
 def paper_rows(raw, where: str) -> dict[str, dict]:

@@ -11,9 +11,9 @@ import sqlite3
 import urllib.parse
 from pathlib import Path
 
-from raycse.checks import check_path_text, check_str, check_writable_dir
 from raycse.errors import ConfigError, shown
-from raycse.tracking import DEFAULT_TRACKING_URI
+from raycse.settings.checks import check_path_text, check_str, check_writable_dir
+from raycse.tracking.tracker import DEFAULT_TRACKING_URI
 
 # The tracking-store schemes MLflow 3 serves (its registry's, less the Databricks-only ones spelled out below).
 TRACKING_SCHEMES = ("sqlite", "postgresql", "mysql", "mssql", "http", "https", "file", "databricks",

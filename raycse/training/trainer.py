@@ -30,20 +30,20 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from raycse import distributed as dist_utils
-from raycse import grad_cache
-from raycse.batches import BatchTokenizer, TokenizedBatch, training_loader
-from raycse.checkpoints import Progress, Timings, load_last, save_last, writing_checkpoint
-from raycse.compile_policy import CompileProbe, compiled, decide_compile
-from raycse.config import TrainConfig
-from raycse.data import GlobalBatches, load_examples
+from raycse.data.corpus import GlobalBatches, load_examples
+from raycse.data.tokens import SharedTokens, data_fingerprint
+from raycse.encoder.model import Encoder, encode_fn, pick_device
 from raycse.errors import ConfigError
-from raycse.evaluation import DevObjective, build_objective, evaluate_encoder
+from raycse.evaluation.sts import DevObjective, build_objective, evaluate_encoder
 from raycse.files import write_json_atomic
 from raycse.losses import ContrastiveLoss, Embeddings, build_loss
-from raycse.model import Encoder, encode_fn, pick_device
 from raycse.seeds import derived_seed
-from raycse.tokens import SharedTokens, data_fingerprint
+from raycse.settings.config import TrainConfig
+from raycse.training import distributed as dist_utils
+from raycse.training import grad_cache
+from raycse.training.batches import BatchTokenizer, TokenizedBatch, training_loader
+from raycse.training.checkpoints import Progress, Timings, load_last, save_last, writing_checkpoint
+from raycse.training.compile_policy import CompileProbe, compiled, decide_compile
 
 NONFINITE_CHECK_EVERY = 10  # steps between host syncs of the "loss went non-finite" flag
 

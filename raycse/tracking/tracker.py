@@ -7,7 +7,7 @@ transaction beyond MLflow's busy timeout, and every call here retries such error
 (or a database) that stops answering, say while it restarts, is waited for too: with backoff, for at most
 $RAYCSE_TRACKING_WAIT_S seconds (600 by default), and with one line on stderr when the wait starts; MLflow's own
 retries of an HTTP request are cut to two (unless $MLFLOW_HTTP_REQUEST_MAX_RETRIES says otherwise) so that the
-wait is this one, bounded and said. Every call's duration is kept in `raycse.latency`.
+wait is this one, bounded and said. Every call's duration is kept in `raycse.tracking.latency`.
 Parameters are logged under the papers' names (tau, m, lambda, tau_dcl, phi, k, ...).
 """
 from __future__ import annotations
@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from raycse.errors import ConfigError
-from raycse.latency import LATENCIES
 from raycse.records import LOST, PARENT_RUN_TAG, STATUS_TAG, TRIAL_TAG
+from raycse.tracking.latency import LATENCIES
 
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 SECRET_MARKERS = ("password", "secret", "token", "key", "credential")
@@ -71,7 +71,8 @@ _OUTAGE = _Outage()
 
 
 def retried(call):
-    """Retry a Tracker call while its store is briefly unavailable, and time it (raycse.latency, `mlflow.<name>`).
+    """Retry a Tracker call while its store is briefly unavailable, and time it (`mlflow.<name>` in
+    raycse.tracking.latency).
 
     A locked SQLite database (another writer's transaction) is retried silently with jittered exponential backoff,
     about a minute in all. A server or database that does not answer is waited for with backoff up to
@@ -131,8 +132,8 @@ class Tracker:
         from mlflow.exceptions import MlflowException
         from mlflow.tracking import MlflowClient
 
-        from raycse import sqlite_wal
         from raycse.files import sqlite_creation_lock
+        from raycse.tracking import sqlite_wal
 
         self.tracking_uri = tracking_uri
         self.experiment = experiment

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import numpy as np
 
+from raycse.data import BUNDLED_DIR
 from raycse.errors import ConfigError
 from raycse.records import STS_YEARS
 
-DEFAULT_DATA_DIR = Path(__file__).parent / "data" / "senteval"
+DEFAULT_DATA_DIR = BUNDLED_DIR / "senteval"
 
 
 # Which split of which data set each result key is scored on (names as `load_sts_task` takes them).

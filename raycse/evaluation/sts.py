@@ -37,10 +37,10 @@ import torch
 import torch.nn.functional as F
 from scipy.stats import spearmanr
 
+from raycse.encoder.model import Encoder
 from raycse.errors import ConfigError
-from raycse.model import Encoder
+from raycse.evaluation.tasks import SPLIT_OF_RESULT, STSPairs, concatenate, load_sts_task, senteval_text
 from raycse.records import SEVEN_TASKS, TEST_KEYS, TEST_LABELS
-from raycse.sts_data import SPLIT_OF_RESULT, STSPairs, concatenate, load_sts_task, senteval_text
 
 Encode = Callable[[list[str]], torch.Tensor]
 

@@ -19,8 +19,8 @@ from transformers import AttentionInterface, PreTrainedModel
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
+from raycse.encoder.keyed_dropout import keyed_attention, keyed_dropout
 from raycse.errors import first_line
-from raycse.keyed_dropout import keyed_attention, keyed_dropout
 
 # The attention implementation that `install_row_dropout` gives an SDPA backbone: SDPA itself, but with the
 # attention-probability dropout restricted to the first rows during a `forward(dropout_rows=...)`.

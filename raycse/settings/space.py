@@ -14,13 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from raycse.checks import CONFIRM_SEEDS_LIMIT, INT_LIMIT, SEED_LIMIT, check_choice, check_name, check_path_text
-from raycse.checks import mapping as _mapping
-from raycse.checks import no_unknown as _no_unknown
-from raycse.config import TrainConfig, check_int, check_number, searchable_settings
 from raycse.errors import ConfigError, shown
-from raycse.paper_rows import paper_rows
-from raycse.strict_yaml import load_settings
+from raycse.settings.checks import CONFIRM_SEEDS_LIMIT, INT_LIMIT, SEED_LIMIT, check_choice, check_name, check_path_text
+from raycse.settings.checks import mapping as _mapping
+from raycse.settings.checks import no_unknown as _no_unknown
+from raycse.settings.config import TrainConfig, check_int, check_number, searchable_settings
+from raycse.settings.paper_rows import paper_rows
+from raycse.settings.strict_yaml import load_settings
 
 DISTRIBUTIONS = ("uniform", "loguniform", "int", "categorical")
 TRAIN_SEARCHABLE = searchable_settings()  # training settings a space may search (lr, batch_size, pooler, ...)

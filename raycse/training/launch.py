@@ -9,7 +9,6 @@ import sys
 import tempfile
 import time
 
-from raycse.config import TrainConfig
 from raycse.records import (
     BEST_OBJECTIVE,
     BEST_STEP,
@@ -23,7 +22,8 @@ from raycse.records import (
     TRAIN_LOSS,
     loss_stat,
 )
-from raycse.tracking import Tracker, training_params
+from raycse.settings.config import TrainConfig
+from raycse.tracking.tracker import Tracker, training_params
 
 # the best checkpoint's figures (the dev curve itself is logged step by step, so not again here)
 FINAL_FIGURES = (*FINAL_KEYS, BEST_OBJECTIVE, BEST_STEP, SENTENCES_PER_S, "wall_seconds")
@@ -48,7 +48,7 @@ def _train_worker(loop_config: dict) -> None:
     """A `raycse train --workers W` worker: the plain trainer, progress printed by rank 0."""
     import ray.train
 
-    from raycse.trainer import train
+    from raycse.training.trainer import train
 
     config = TrainConfig(**loop_config["config"])
     rank = ray.train.get_context().get_world_rank()
@@ -69,7 +69,7 @@ def run_training(config: TrainConfig, tracking_uri: str | None = None, resume: b
     import json
     from pathlib import Path
 
-    from raycse.trainer import train
+    from raycse.training.trainer import train
 
     tracker = run_id = None
     if tracking_uri:
@@ -94,7 +94,7 @@ def run_training(config: TrainConfig, tracking_uri: str | None = None, resume: b
         if config.workers == 1:
             results = train(config, on_eval=on_eval, on_step=_progress, resume=resume, examples=examples)
         else:
-            from raycse.ray_runtime import start_ray, torch_trainer
+            from raycse.training.ray_runtime import start_ray, torch_trainer
 
             start_ray()
             with tempfile.TemporaryDirectory(prefix="raycse-") as ray_storage:  # Ray Train's own run state

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 import torch
 from torch.utils.data import DataLoader
 
-from raycse.data import GlobalBatches, StepBatches
-from raycse.model import tokenize
-from raycse.tokens import SharedTokens
+from raycse.data.corpus import GlobalBatches, StepBatches
+from raycse.data.tokens import SharedTokens
+from raycse.encoder.model import tokenize
 
 
 @dataclass
@@ -52,7 +52,7 @@ class BatchTokenizer:
     # CUDA: pad each batch to a multiple of 8 tokens, so that CUDA-graph replay sees at most max_len / 8 shapes
     # (a graph is recorded per shape) and the matrix products get tensor-core-friendly sizes. None: no rounding.
     pad_to_multiple_of: int | None = None
-    # The data's token ids, computed once per search (raycse.tokens): batches then hold example indices, and
+    # The data's token ids, computed once per search (raycse.data.tokens): batches then hold example indices, and
     # making a batch is padding, not tokenising.
     shared: SharedTokens | None = None
 

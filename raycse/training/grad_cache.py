@@ -42,15 +42,15 @@ from typing import TYPE_CHECKING, Any, Protocol
 import torch
 from torch import Tensor
 
-from raycse import distributed as dist_utils
-from raycse.keyed_dropout import step_key
+from raycse.encoder.keyed_dropout import step_key
 from raycse.losses import Embeddings
+from raycse.training import distributed as dist_utils
 
 if TYPE_CHECKING:
-    from raycse.batches import TokenizedBatch
-    from raycse.config import TrainConfig
+    from raycse.encoder.model import Encoder
     from raycse.losses import ContrastiveLoss
-    from raycse.model import Encoder
+    from raycse.settings.config import TrainConfig
+    from raycse.training.batches import TokenizedBatch
 
 
 class StepRunner(Protocol):

@@ -34,12 +34,12 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 from transformers import PreTrainedModel
 
+from raycse.encoder.keyed_dropout import row_keys
+from raycse.encoder.loading import check_model_files, load_backbone, resolve_model_path, where_from
+from raycse.encoder.row_dropout import install_row_dropout
+from raycse.encoder.sentence_transformers_files import write_sentence_transformers_files
 from raycse.errors import ConfigError, first_line
 from raycse.files import replace_directory
-from raycse.keyed_dropout import row_keys
-from raycse.model_loading import check_model_files, load_backbone, resolve_model_path, where_from
-from raycse.row_dropout import install_row_dropout
-from raycse.sentence_transformers_files import write_sentence_transformers_files
 
 # SimCSE's five poolers. AUTO_POOLER is what a caller may pass besides: "the model's own pooling, else SimCSE's
 # recipe" (`resolve_poolers`); not a pooler itself, so never in POOLERS: a forward pass or a checkpoint always has

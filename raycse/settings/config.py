@@ -4,8 +4,8 @@ The command line, the Python API and the search-space files all end up here. Eac
 with `setting(...)`, whose metadata says everything about it: its help text (`raycse train`'s flags are generated
 from it), whether a space may search it, and its rules: its type (the annotation), its range (`low`, `high`,
 `strict`), its `choices`, a `check` of its value (a file that must exist) and a `read` rule that opens what it
-names far enough to know the run can use it (raycse/inputs.py). So a new setting is one new field, and its rules
-sit beside it rather than in the code that first uses the value.
+names far enough to know the run can use it (raycse/settings/inputs.py). So a new setting is one new field, and its
+rules sit beside it rather than in the code that first uses the value.
 
 `TrainConfig.validate()` applies every field's rules and the rules between fields (a loss that needs NLI data, a
 batch too small for the loss to have a negative, evaluations beyond the run); it reads nothing and is cheap
@@ -19,8 +19,11 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from raycse import inputs
-from raycse.checks import (
+from raycse.data.corpus import BUNDLED_CORPUS, BUNDLED_NLI
+from raycse.encoder.model import AUTO_POOLER, POOLERS, resolve_poolers
+from raycse.errors import ConfigError, shown
+from raycse.settings import inputs
+from raycse.settings.checks import (
     INT_LIMIT,
     SEED_LIMIT,
     check_bool,
@@ -29,9 +32,6 @@ from raycse.checks import (
     check_number,
     check_str,
 )
-from raycse.data import BUNDLED_CORPUS, BUNDLED_NLI
-from raycse.errors import ConfigError, shown
-from raycse.model import AUTO_POOLER, POOLERS, resolve_poolers
 
 __all__ = ["TrainConfig", "check_int", "check_number", "searchable_settings", "setting"]
 
@@ -189,7 +189,7 @@ class TrainConfig:
 
 
 def _named_objectives() -> tuple[str, ...]:
-    from raycse.evaluation import OBJECTIVES
+    from raycse.evaluation.sts import OBJECTIVES
 
     return OBJECTIVES
 

@@ -1,0 +1,6 @@
+"""The encoder: a Hugging Face transformer with SimCSE's poolers (`model`), finding, checking and loading a model
+directory (`loading`), dropout restricted to rows (`row_dropout`) or keyed by sentence (`keyed_dropout`), and the files
+that make a saved encoder a sentence-transformers folder (`sentence_transformers_files`).
+
+May import: the leaves (errors, files) only.
+"""

@@ -1,0 +1,5 @@
+"""The stores: the only door to MLflow (`tracker`), store addresses checked before they are opened (`stores`), SQLite
+in write-ahead-log mode (`sqlite_wal`), and how long the driver's calls to the stores take (`latency`).
+
+May import: settings and the leaves.
+"""
