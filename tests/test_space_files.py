@@ -58,7 +58,8 @@ def test_an_unknown_name_is_one_error_listing_the_packaged_ones(tmp_path, monkey
 @pytest.mark.slow
 def test_the_wheel_ships_the_space_files(tmp_path):
     """Build the wheel, install it into a fresh venv (torch and the rest from the system's site-packages), and from
-    an empty directory load `focal` by name through the wheel's own raycse, not this checkout's."""
+    an empty directory load `focal` by name through the wheel's own raycse, not this checkout's; where the command
+    line has `--dry-run`, the installed `raycse search --space focal --dry-run` plans it there too."""
     wheels = tmp_path / "wheels"
     subprocess.run([sys.executable, "-m", "pip", "wheel", ".", "--no-deps", "--no-build-isolation", "-q", "-w",
                     str(wheels)], cwd=ROOT, check=True, timeout=600)
@@ -89,3 +90,16 @@ def test_the_wheel_ships_the_space_files(tmp_path):
     lines = done.stdout.splitlines()
     assert lines[-1] == "raycse-focal ['focal']"
     assert not (empty / "search_spaces").exists()
+    if "--dry-run" in _search_flags():  # the plan of a packaged space, by the installed command, from nowhere
+        done = subprocess.run([str(venv / "bin" / "raycse"), "search", "--space", "focal", "--dry-run", "--step-ms",
+                               "100"], cwd=empty, env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "focal" in done.stdout
+        assert sorted(path.name for path in empty.iterdir()) == [], "a dry run created something"
+
+
+def _search_flags() -> set[str]:
+    from raycse.cli import build_parser
+
+    sub = next(action for action in build_parser()._actions if action.dest == "command")
+    return {flag for action in sub.choices["search"]._actions for flag in action.option_strings}

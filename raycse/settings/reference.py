@@ -30,7 +30,6 @@ from raycse.settings.space import (
 )
 
 SCHEMA_PATH = Path(__file__).resolve().parent / "space.schema.json"
-SCHEMA_ID = "https://github.com/raycse/raycse/raycse/settings/space.schema.json"
 
 
 @dataclass(frozen=True)
@@ -321,7 +320,6 @@ def space_schema() -> dict:
     top = {path: schema for path, schema in by_path.items() if "." not in path}
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "$id": SCHEMA_ID,
         "title": "raycse search-space file",
         "description": "A search-space file of `raycse search --space` (docs/reference.md).",
         "type": "object",
