@@ -85,6 +85,26 @@ def test_the_schema_is_what_the_code_says():
     load_space(PACKAGED_DIR / "focal.yaml")  # and the file it was checked on loads
 
 
+# ------------------------------------------------------------------------------------------ the front page
+def test_the_readme_is_a_front_page_with_the_newcomers_path_first():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 200
+    headings = re.findall(r"^## (.+)$", text, flags=re.MULTILINE)
+    path = ["Install", "Quick start", "The report page", "The MLflow UI", "Export the winner", "Python API"]
+    assert headings[:len(path)] == path
+    assert "pip install torch==2.13.0 -e '.[test]'" in text  # what .ci/run installs with
+    assert "python -m pytest -q" in (ROOT / ".ci" / "run").read_text() and "python -m pytest -q\n" in text
+    for page in re.findall(r"\]\(((?:docs/)?[\w./-]+\.md|LICENSE)(?:#[\w-]+)?\)", text):
+        assert (ROOT / page).is_file(), page
+    assert "Apache License" in (ROOT / "LICENSE").read_text() and (ROOT / "CHANGELOG.md").is_file()
+
+
+def test_user_docs_carry_no_issue_numbers_or_commit_hashes():
+    for path in DOCS:
+        text = path.read_text(encoding="utf-8")
+        assert not re.search(r"\bissue \d+|\bcommit [0-9a-f]{7}|\([0-9a-f]{7}\)", text, flags=re.IGNORECASE), path.name
+
+
 # ------------------------------------------------------------------------------------------ commands in the docs
 _SHELL_BREAKS = ("&&", "||", "|", ";", ">", ">>", "2>&1", "#")
 
