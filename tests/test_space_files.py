@@ -3,6 +3,7 @@ clone; `--space focal` names the packaged file from any directory, and a path st
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -60,9 +61,14 @@ def test_the_wheel_ships_the_space_files(tmp_path):
     """Build the wheel, install it into a fresh venv (torch and the rest from the system's site-packages), and from
     an empty directory load `focal` by name through the wheel's own raycse, not this checkout's; where the command
     line has `--dry-run`, the installed `raycse search --space focal --dry-run` plans it there too."""
+    source = tmp_path / "source"  # a copy, so that setuptools' build/ and egg-info stay out of the checkout
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(ROOT / name, source / name)
+    shutil.copytree(ROOT / "raycse", source / "raycse", ignore=shutil.ignore_patterns("__pycache__"))
     wheels = tmp_path / "wheels"
     subprocess.run([sys.executable, "-m", "pip", "wheel", ".", "--no-deps", "--no-build-isolation", "-q", "-w",
-                    str(wheels)], cwd=ROOT, check=True, timeout=600)
+                    str(wheels)], cwd=source, check=True, timeout=600)
     wheel = next(wheels.glob("raycse-*.whl"))
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=300)
