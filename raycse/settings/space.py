@@ -1,4 +1,5 @@
-"""Search-space files (`search_spaces/*.yaml`): loaded and validated whole before anything starts.
+"""Search-space files (`search_spaces/*.yaml`, or a packaged one by name): loaded and validated whole before anything
+starts.
 
 A file names the model and corpus, the fixed training settings, the loss (or, for a conditional space, a
 set of loss families each with its own parameters), the distributions to search, the paper's published
@@ -20,6 +21,7 @@ from raycse.settings.checks import mapping as _mapping
 from raycse.settings.checks import no_unknown as _no_unknown
 from raycse.settings.config import TrainConfig, check_int, check_number, searchable_settings
 from raycse.settings.paper_rows import paper_rows
+from raycse.settings.space_files import resolve_space
 from raycse.settings.strict_yaml import load_settings
 
 DISTRIBUTIONS = ("uniform", "loguniform", "int", "categorical")
@@ -251,8 +253,12 @@ def _override_space(family: Family, overrides: dict[str, Distribution | None]) -
 
 # ------------------------------------------------------------------------------------------ loading
 def load_space(path: str | Path) -> SearchSpace:
+    """A space file by path, or by the name of a packaged one ('focal'), loaded and validated whole."""
     where = check_path_text("space file", str(path))
-    path = Path(path)
+    resolved = resolve_space(path)
+    if resolved != Path(path):  # a packaged space, by name: messages and the record name its file
+        where = str(resolved)
+    path = Path(where)
     if not path.is_file():
         raise ConfigError(f"space file {shown(where)} " + ("is a directory" if path.is_dir() else "does not exist"))
     size = path.stat().st_size

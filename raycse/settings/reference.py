@@ -1,0 +1,372 @@
+"""Every key of a space file: its type, default, allowed values and meaning, and the JSON Schema editors check a file
+against (space.schema.json, shipped beside the packaged space files).
+
+A training setting's entry comes from its TrainConfig field (its annotation, default and `setting(...)` metadata) and
+a loss hyperparameter's from the loss registry, so a new setting or loss is documented by itself. The sections
+around them (`search:`, `resources:`, `cpu_budget:`, ...) are described here, with their defaults read from the
+dataclasses that hold them; a test holds this list equal to the keys space.py accepts. docs/reference.md is written
+from these entries (scripts/reference.py, which adds the command line's flags).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from raycse.losses import LOSS_NAMES, REGULARISERS, hyperparameter_catalogue, loss_hyperparameters
+from raycse.settings.checks import CONFIRM_SEEDS_LIMIT, INT_LIMIT, NAME_LIMIT, SEED_LIMIT
+from raycse.settings.config import TrainConfig, field_kind
+from raycse.settings.space import (
+    DISTRIBUTIONS,
+    SAMPLER_NAMES,
+    TEST_EVAL,
+    TRAIN_SEARCHABLE,
+    Confirm,
+    Resources,
+    SearchSpace,
+)
+
+SCHEMA_PATH = Path(__file__).resolve().parent / "space.schema.json"
+
+
+@dataclass(frozen=True)
+class Key:
+    """One key of a space file: where it sits ('search.confirm.top_k'), the JSON Schema of its value, its default
+    as a space file would write it ('' for none), the values allowed in words, and what it does."""
+
+    path: str
+    schema: dict
+    default: str
+    allowed: str
+    meaning: str
+
+
+# ------------------------------------------------------------------------------------------ values
+def _yaml(value: Any) -> str:
+    """A default as a space file writes it."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_yaml(v)}" for k, v in value.items()) + "}"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _integer(low: int | None = None, high: int | None = None, null: bool = False) -> dict:
+    schema: dict[str, Any] = {"type": ["integer", "null"] if null else "integer"}
+    if low is not None:
+        schema["minimum"] = low
+    if high is not None:
+        schema["maximum"] = high
+    return schema
+
+
+def _number(low: float | None = None, high: float | None = None, strict: bool = False, null: bool = False) -> dict:
+    schema: dict[str, Any] = {"type": ["number", "null"] if null else "number"}
+    if low is not None and low > -math.inf:
+        schema["exclusiveMinimum" if strict else "minimum"] = low
+    if high is not None and high < math.inf:
+        schema["maximum"] = high
+    return schema
+
+
+def _choice(choices, null: bool = False) -> dict:
+    return {"enum": [*choices, None] if null else list(choices)}
+
+
+def _words(schema: dict) -> str:
+    """The allowed values of a schema in words: '1 to 100', '> 0', 'one of a, b'."""
+    if "enum" in schema:
+        return " | ".join(_yaml(choice) for choice in schema["enum"])
+    low = schema.get("minimum", schema.get("exclusiveMinimum"))
+    high = schema.get("maximum")
+    kinds = schema.get("type", "")
+    kinds = [kinds] if isinstance(kinds, str) else kinds
+    null = " or null" if "null" in kinds else ""
+    if "integer" in kinds or "number" in kinds:
+        kind = "integer" if "integer" in kinds else "number"
+        if low is not None and high is not None and high not in (INT_LIMIT, SEED_LIMIT):
+            return f"{kind} {_yaml(low)} to {_yaml(high)}{null}"
+        if low is not None:
+            return f"{kind} {'>' if 'exclusiveMinimum' in schema else '>='} {_yaml(low)}{null}"
+        return f"{kind}{null}"
+    return {"string": "text", "boolean": "true | false", "object": "mapping", "array": "list"}.get(kinds[0],
+                                                                                                   kinds[0]) + null
+
+
+# ------------------------------------------------------------------------------------------ training settings
+def setting_schema(f: dataclasses.Field) -> dict:
+    """The JSON Schema of one TrainConfig field, from its annotation and metadata."""
+    kind, optional = field_kind(f)
+    meta = f.metadata
+    if meta.get("choices"):
+        return _choice(meta["choices"], null=optional)
+    if kind is int:
+        return _integer(meta.get("low"), INT_LIMIT if meta.get("high") is None else meta["high"], null=optional)
+    if kind is float:
+        return _number(meta.get("low"), meta.get("high"), meta.get("strict", False), null=optional)
+    if kind is bool:
+        return {"type": ["boolean", "null"] if optional else "boolean"}
+    if kind is dict:
+        return {"type": "object", "additionalProperties": {"type": "number"}}
+    return {"type": ["string", "null"] if optional else "string", "minLength": 1}
+
+
+def train_keys(prefix: str = "train.") -> list[Key]:
+    keys = []
+    for f in dataclasses.fields(TrainConfig):
+        schema = setting_schema(f)
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        meaning = f.metadata.get("help", "")
+        if f.name == "loss":
+            meaning = "the loss (set by `loss:` or `families:`, not here)"
+        if f.metadata.get("searchable"):
+            meaning += " (searchable in `space:`)"
+        keys.append(Key(prefix + f.name, schema, _yaml(default), _words(schema), meaning))
+    return keys
+
+
+# ------------------------------------------------------------------------------------------ loss hyperparameters
+def hyperparameter_keys() -> list[Key]:
+    """Each loss hyperparameter a space may search (or fix in `train.hparams`), with its defaults by loss."""
+    keys = []
+    for name, owners in hyperparameter_catalogue().items():
+        spec = next(iter(owners.values()))
+        integer = all(s.integer for s in owners.values())
+        schema = _integer(int(spec.low)) if integer else _number(spec.low, spec.high, spec.strict)
+        defaults = ", ".join(f"{owner}: {_yaml(s.default)}" for owner, s in owners.items())
+        ranges = {s.allowed.removeprefix("must be ") for s in owners.values()}
+        allowed = ranges.pop() if len(ranges) == 1 else "; ".join(
+            f"{owner}: {s.allowed.removeprefix('must be ')}" for owner, s in owners.items())
+        keys.append(Key(name, schema, defaults, allowed, f"a hyperparameter of {', '.join(owners)}"))
+    return keys
+
+
+DISTRIBUTION_SCHEMA = {
+    "oneOf": [
+        {"type": "object", "additionalProperties": False, "required": ["type", "low", "high"],
+         "properties": {"type": {"enum": [d for d in DISTRIBUTIONS if d != "categorical"]},
+                        "low": {"type": "number"}, "high": {"type": "number"}}},
+        {"type": "object", "additionalProperties": False, "required": ["type", "choices"],
+         "properties": {"type": {"const": "categorical"},
+                        "choices": {"type": "array", "minItems": 1,
+                                    "items": {"type": ["number", "string", "boolean", "null"]}}}},
+    ],
+}
+
+
+def searchable_names() -> list[str]:
+    return [*hyperparameter_catalogue(), *TRAIN_SEARCHABLE]
+
+
+# ------------------------------------------------------------------------------------------ the sections
+def _space_defaults() -> dict[str, Any]:
+    return {f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()
+            for f in dataclasses.fields(SearchSpace) if f.name not in ("path", "experiment", "base", "families")}
+
+
+def section_keys() -> list[Key]:
+    """Every key outside `train:`, in the order a space file writes them."""
+    d, confirm, resources = _space_defaults(), Confirm(), Resources()
+    scheduler, sampler = d["scheduler"], d["sampler"]
+    train = {f.name: setting_schema(f) for f in dataclasses.fields(TrainConfig)}
+    space = {"type": "object", "propertyNames": {"enum": searchable_names()},
+             "additionalProperties": {"$ref": "#/$defs/distribution"}}
+    published = {"type": "object", "propertyNames": {"enum": searchable_names()},
+                 "additionalProperties": {"type": ["number", "string", "boolean", "null"]}}
+    confirm_schema = {
+        "top_k": (_integer(1, INT_LIMIT), confirm.top_k, "the search stage's best configurations taken on to the "
+                  "choosing block (1: no choosing block, the search stage chose)"),
+        "choose_seeds": (_integer(0, CONFIRM_SEEDS_LIMIT), confirm.choose_seeds, "fresh seeds each of the top_k "
+                         "is trained on; the best mean there is the winner (at least 1 when top_k > 1)"),
+        "judge_seeds": (_integer(2, CONFIRM_SEEDS_LIMIT), confirm.judge_seeds, "further fresh seeds on which the "
+                        "winner and the published point are trained; only these judge them"),
+        "test_seeds": (_integer(1, CONFIRM_SEEDS_LIMIT, null=True), confirm.test_seeds, "how many of the judging "
+                       "seeds (the first ones) also score the seven STS test tasks (null: all; at most judge_seeds)"),
+    }
+    resource_schema = {
+        "workers": (_integer(1, INT_LIMIT), resources.workers, "data-parallel workers of one trial (Ray Train)"),
+        "gpus_per_worker": (_number(0), resources.gpus_per_worker, "GPUs per worker; fractions share a GPU "
+                            "between trials"),
+        "cpus_per_worker": (_number(0), resources.cpus_per_worker, "CPU cores per worker"),
+    }
+    scheduler_schema = {
+        "name": (_choice(("asha", "fifo")), scheduler["name"], "asha stops weak trials early at its rungs; fifo "
+                 "runs every trial to its end"),
+        "grace_evals": (_number(1), scheduler["grace_evals"], "evaluations every trial gets before ASHA may stop "
+                        "it"),
+        "reduction_factor": (_number(2), scheduler["reduction_factor"], "ASHA keeps 1 in this many trials at "
+                             "each rung"),
+    }
+    sampler_schema = {
+        "name": (_choice(SAMPLER_NAMES), sampler["name"], "what proposes the search stage's configurations: tpe "
+                 "(TPE that starts proposing from its model after startup_trials), prior (start-up trials drawn "
+                 "around the published point), tpe-optuna (Optuna's own TPE defaults), random"),
+        "startup_trials": (_integer(1, INT_LIMIT, null=True), sampler["startup_trials"], "finished trials "
+                           "before TPE's model proposes (null: max(2, num_samples / 4))"),
+        "prior_width": (_number(0.01, 10), sampler["prior_width"], "prior: the std of the start-up draws, on "
+                        "each parameter's unit range (log scale for loguniform ones)"),
+    }
+    search_schema = {
+        "num_samples": (_integer(1, INT_LIMIT), d["num_samples"], "trials of the search stage (the published "
+                        "point first)"),
+        "max_concurrent": (_integer(1, INT_LIMIT, null=True), d["max_concurrent"], "trials at once (null: as "
+                           "many as the resources fit)"),
+        "seed": (_integer(0, SEED_LIMIT), d["seed"], "the sampler's seed"),
+        "test_eval": (_choice(TEST_EVAL), d["test_eval"], "which runs score the seven STS test tasks: all "
+                      "(every finished trial), best (the judging runs and the untouched model), none"),
+    }
+    keys = [
+        Key("experiment", {"type": "string", "minLength": 1, "maxLength": NAME_LIMIT, "pattern": "^[^/:\\u0000-"
+            "\\u001f\\u007f]+$"}, "raycse-<file name>", f"text, 1 to {NAME_LIMIT} characters, no `/`, `:` or "
+            "control characters", "the MLflow experiment, the Optuna study, Tune's folder and the registered "
+            "model's name"),
+        Key("description", {"type": "string"}, "", "text", "one line on what the file searches"),
+        Key("model", train["model"], _yaml(TrainConfig.model), "text", "the same as `train.model`"),
+        Key("corpus", train["corpus"], _yaml(TrainConfig.corpus), "text", "the same as `train.corpus`"),
+        Key("objective", train["objective"], _yaml(TrainConfig.objective), "text",
+            "the same as `train.objective`"),
+        Key("loss", _choice(LOSS_NAMES), "", _words(_choice(LOSS_NAMES)), "the loss of every trial (required, "
+            "unless `families:` is given)"),
+        Key("reg", _choice(REGULARISERS, null=True), "null", _words(_choice(REGULARISERS, null=True)),
+            "a regulariser added with weight `lambda`"),
+        Key("train", {"type": "object", "additionalProperties": False, "properties": train}, "{}", "mapping",
+            "the fixed training settings of every trial (below)"),
+        Key("space", space, "{}", "mapping", "parameter: distribution, for each searched parameter: a loss "
+            "hyperparameter or a searchable training setting"),
+        Key("space.PARAM", {"$ref": "#/$defs/distribution"}, "", "`{type: uniform | loguniform | int, low, "
+            "high}` or `{type: categorical, choices: [...]}`", "how the parameter is drawn (loguniform: low > 0; "
+            "int: integer ends)"),
+        Key("published", published, "{}", "mapping", "the paper's point, run first; each a searched parameter, "
+            "inside its range"),
+        Key("families", {"type": "object", "minProperties": 1, "additionalProperties": {
+            "type": "object", "additionalProperties": False, "properties": {
+                "loss": _choice(LOSS_NAMES), "reg": _choice(REGULARISERS, null=True), "space": space,
+                "published": published}}}, "", "mapping", "a conditional space instead of `loss`/`space`/"
+            "`published`: NAME: {loss (default: NAME), reg, space, published}; the family is itself searched"),
+        Key("search", {"type": "object", "additionalProperties": False}, "{}", "mapping", "the search's settings"),
+        *_section("search.", search_schema),
+        Key("search.scheduler", {"type": "object", "additionalProperties": False}, _yaml(scheduler), "mapping",
+            "when trials are stopped early"),
+        *_section("search.scheduler.", scheduler_schema),
+        Key("search.sampler", {"type": "object", "additionalProperties": False}, _yaml(sampler), "mapping",
+            "which configurations the search stage tries"),
+        *_section("search.sampler.", sampler_schema),
+        Key("search.confirm", {"type": ["object", "null"], "additionalProperties": False},
+            _yaml(dataclasses.asdict(confirm)), "mapping or null", "how the answer is reached after the search "
+            "stage (null: no choosing or judging)"),
+        *_section("search.confirm.", confirm_schema),
+        Key("resources", {"type": "object", "additionalProperties": False}, _yaml(dataclasses.asdict(resources)),
+            "mapping", "what one trial gets"),
+        *_section("resources.", resource_schema),
+        Key("cpu_budget", {"type": ["object", "null"], "additionalProperties": False}, "null", "mapping or null",
+            "settings that replace the file's when the Ray cluster has no GPU (`--budget auto`) or with "
+            "`--budget cpu`; each key below merges as it says"),
+        Key("cpu_budget.num_samples", search_schema["num_samples"][0], "", "as search.num_samples",
+            "replaces `search.num_samples`"),
+        Key("cpu_budget.max_concurrent", search_schema["max_concurrent"][0], "", "as search.max_concurrent",
+            "replaces `search.max_concurrent`"),
+        Key("cpu_budget.test_eval", search_schema["test_eval"][0], "", "as search.test_eval",
+            "replaces `search.test_eval`"),
+        Key("cpu_budget.scheduler", {"type": "object", "additionalProperties": False, "properties": {
+            k: v[0] for k, v in scheduler_schema.items()}}, "", "as search.scheduler", "merged key by key over "
+            "`search.scheduler`"),
+        Key("cpu_budget.train", {"type": "object", "additionalProperties": False, "properties": train}, "",
+            "as train", "merged key by key over the fixed training settings (`train:` and the top-level model, "
+            "corpus, objective); `null` sets an optional setting back to none"),
+        Key("cpu_budget.resources", {"type": "object", "additionalProperties": False, "properties": {
+            k: v[0] for k, v in resource_schema.items()}}, "", "as resources", "merged key by key over "
+            "`resources`"),
+        Key("cpu_budget.confirm", {"type": ["object", "null"], "additionalProperties": False, "properties": {
+            k: v[0] for k, v in confirm_schema.items()}}, "", "as search.confirm, or null", "merged key by key "
+            "over `search.confirm` and checked again as merged; null: no choosing or judging"),
+        Key("cpu_budget.space", {"type": "object", "propertyNames": {"enum": searchable_names()},
+                                 "additionalProperties": {"oneOf": [{"$ref": "#/$defs/distribution"},
+                                                                    {"type": "null"}]}}, "",
+            "PARAM: a distribution or null", "a distribution replaces that parameter's in every family that "
+            "searches it; null takes the parameter out of the search (and the published point), leaving its fixed "
+            "value"),
+        Key("paper", {"type": "object", "additionalProperties": {
+            "type": "object", "additionalProperties": False, "properties": {
+                "model": {"type": "string", "minLength": 1}, "corpus": {"type": "string", "minLength": 1},
+                "figures": {"type": "object", "additionalProperties": {"oneOf": [
+                    {"type": "number"},
+                    {"type": "array", "minItems": 1, "maxItems": 2, "items": {"type": "number"}}]}}}}},
+            "{}", "FAMILY: {model, corpus, figures}", "a paper's reported row (each task a number or [mean, std]) "
+            "and the model and corpus it was measured on; shown only under a caption that says whether it is "
+            "comparable"),
+    ]
+    return keys
+
+
+def _section(prefix: str, entries: dict[str, tuple[dict, Any, str]]) -> list[Key]:
+    return [Key(prefix + name, schema, _yaml(default), _words(schema), meaning)
+            for name, (schema, default, meaning) in entries.items()]
+
+
+# ------------------------------------------------------------------------------------------ the schema
+def space_schema() -> dict:
+    """The JSON Schema of a space file: each key's value, no unknown key at any level. (Rules between keys, such as
+    low below high or a published value inside its range, are left to raycse's own validation.)"""
+    by_path = {key.path: dict(key.schema) for key in section_keys()}
+    for path, schema in list(by_path.items()):
+        if "." in path and not path.startswith("space."):  # space.PARAM: the distributions, under $defs
+            parent, name = path.rsplit(".", 1)
+            by_path[parent].setdefault("properties", {})[name] = schema
+    top = {path: schema for path, schema in by_path.items() if "." not in path}
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "raycse search-space file",
+        "description": "A search-space file of `raycse search --space` (docs/reference.md).",
+        "type": "object",
+        "additionalProperties": False,
+        "properties": top,
+        "$defs": {"distribution": DISTRIBUTION_SCHEMA},
+    }
+
+
+def schema_text() -> str:
+    return json.dumps(space_schema(), indent=2, ensure_ascii=False) + "\n"
+
+
+# ------------------------------------------------------------------------------------------ the reference
+def cell(text: str) -> str:
+    """Text for a Markdown table's cell: a `|` in it would end the cell."""
+    return text.replace("|", "\\|")
+
+
+def table(header: list[str], rows: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header),
+            *("| " + " | ".join(cell(text) for text in row) + " |" for row in rows)]
+
+
+def _table(keys: list[Key], first: str = "key") -> list[str]:
+    return table([first, "default", "allowed", "meaning"],
+                 [[f"`{k.path}`", f"`{k.default}`" if k.default else "", k.allowed, k.meaning] for k in keys])
+
+
+def space_reference() -> str:
+    """The space-file part of docs/reference.md, in Markdown."""
+    sections = section_keys()
+    out = ["## Space files", "",
+           "A space file is strict YAML (a key written twice is an error). Every key below is checked, with the file "
+           "and the key named in the error, before anything starts; `raycse/settings/space.schema.json` (shipped in "
+           "the package) is the same rules as a JSON Schema for editors.", "",
+           "### Top level and sections", "", *_table(sections), "",
+           "### `train:` (the fixed training settings)", "",
+           "Every setting of `raycse train`, under its Python name; the searchable ones may also be searched in "
+           "`space:`.", "", *_table(train_keys()), "",
+           "### Loss hyperparameters", "",
+           "What `space:` may search (beside the searchable training settings) and `train.hparams` may fix, by "
+           "their papers' names; the default is each loss's published value.", "",
+           *_table(hyperparameter_keys(), first="hyperparameter"), "",
+           "### Losses", "",
+           "`loss:` (or a family's `loss`) and the hyperparameters each takes, with their defaults.", "",
+           *table(["loss", "hyperparameters (default)"],
+                  [[f"`{name}`", ", ".join(f"{k} ({_yaml(v)})" for k, v in loss_hyperparameters(name).items())]
+                   for name in LOSS_NAMES]), ""]
+    return "\n".join(out)

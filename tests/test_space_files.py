@@ -1,0 +1,111 @@
+"""The shipped space files: one copy in the package (what a wheel carries), the same bytes in search_spaces/ for a
+clone; `--space focal` names the packaged file from any directory, and a path still works."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from raycse.errors import ConfigError
+from raycse.settings.space import load_space
+from raycse.settings.space_files import PACKAGED_DIR, packaged_spaces, resolve_space, summary_line
+
+ROOT = Path(__file__).resolve().parent.parent
+CLONE_DIR = ROOT / "search_spaces"
+
+
+def test_the_packaged_space_files_and_the_clones_are_the_same_files():
+    packaged = {path.name: path.read_bytes() for path in PACKAGED_DIR.glob("*.yaml")}
+    clone = {path.name: path.read_bytes() for path in CLONE_DIR.glob("*.yaml")}
+    assert packaged, "no packaged space file"
+    assert sorted(packaged) == sorted(clone), "search_spaces/ and raycse/settings/spaces/ hold different files"
+    differing = [name for name in packaged if packaged[name] != clone[name]]
+    assert not differing, (f"{differing} differ: raycse/settings/spaces/ is the source, copy it over "
+                           "(cp raycse/settings/spaces/*.yaml search_spaces/)")
+
+
+def test_a_packaged_name_resolves_from_any_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no search_spaces/ here
+    space = load_space("focal")
+    assert Path(space.path) == PACKAGED_DIR / "focal.yaml"
+    assert space.experiment == "raycse-focal" and "focal" in space.families
+    assert set(packaged_spaces()) >= {"focal", "simcse", "all"}
+    assert all(summary_line(path) for path in packaged_spaces().values()), "a shipped file without a summary line"
+
+
+def test_a_path_still_works_and_wins_over_a_packaged_name(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    mine = (CLONE_DIR / "focal.yaml").read_text().replace("experiment: raycse-focal", "experiment: mine")
+    Path("my-focal.yaml").write_text(mine)
+    assert load_space("my-focal.yaml").experiment == "mine"
+    Path("focal").write_text(mine)  # a file beside the user named like a packaged space: the user meant it
+    assert resolve_space("focal") == Path("focal")
+    assert load_space("focal").experiment == "mine"
+
+
+def test_an_unknown_name_is_one_error_listing_the_packaged_ones(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match=r"'focl' does not exist.*packaged: all, .*focal"):
+        load_space("focl")
+    with pytest.raises(ConfigError, match="does not exist"):  # a path is never looked up among the packaged ones
+        load_space("spaces/focal.yaml")
+
+
+@pytest.mark.slow
+def test_the_wheel_ships_the_space_files(tmp_path):
+    """Build the wheel, install it into a fresh venv (torch and the rest from the system's site-packages), and from
+    an empty directory load `focal` by name through the wheel's own raycse, not this checkout's; where the command
+    line has `--dry-run`, the installed `raycse search --space focal --dry-run` plans it there too."""
+    source = tmp_path / "source"  # a copy, so that setuptools' build/ and egg-info stay out of the checkout
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(ROOT / name, source / name)
+    shutil.copytree(ROOT / "raycse", source / "raycse", ignore=shutil.ignore_patterns("__pycache__"))
+    wheels = tmp_path / "wheels"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", ".", "--no-deps", "--no-build-isolation", "-q", "-w",
+                    str(wheels)], cwd=source, check=True, timeout=600)
+    wheel = next(wheels.glob("raycse-*.whl"))
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=300)
+    python = venv / "bin" / "python"
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--force-reinstall",
+                    str(wheel)], check=True, timeout=600)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}  # not this checkout's raycse
+    check = textwrap.dedent("""
+        import sys, raycse
+        from pathlib import Path
+        from raycse.settings.space import load_space
+        space = load_space("focal")
+        print(raycse.__file__)
+        print(space.path)
+        print(space.experiment, sorted(space.families))
+        assert Path(raycse.__file__).resolve().is_relative_to(Path(sys.prefix).resolve()), raycse.__file__
+        assert Path(space.path).resolve().is_relative_to(Path(sys.prefix).resolve()), space.path
+        assert (Path(raycse.__file__).parent / "settings" / "space.schema.json").is_file()
+    """)
+    done = subprocess.run([str(python), "-c", check], cwd=empty, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[-1] == "raycse-focal ['focal']"
+    assert not (empty / "search_spaces").exists()
+    if "--dry-run" in _search_flags():  # the plan of a packaged space, by the installed command, from nowhere
+        done = subprocess.run([str(venv / "bin" / "raycse"), "search", "--space", "focal", "--dry-run", "--step-ms",
+                               "100"], cwd=empty, env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "focal" in done.stdout
+        assert sorted(path.name for path in empty.iterdir()) == [], "a dry run created something"
+
+
+def _search_flags() -> set[str]:
+    from raycse.cli import build_parser
+
+    sub = next(action for action in build_parser()._actions if action.dest == "command")
+    return {flag for action in sub.choices["search"]._actions for flag in action.option_strings}
