@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
+from skips import require_module, unavailable
 from test_search import finished_lines, kill_when, runs_of, start_cli, write_space
 
 pytestmark = pytest.mark.slow
@@ -169,10 +170,8 @@ class MlflowServer:
 def postgres():
     bin_dir = postgres_bin()
     if bin_dir is None:
-        if os.environ.get("CI", "").lower() not in ("", "0", "false"):
-            pytest.fail("CI is set but PostgreSQL is not installed: .ci/run installs Debian's postgresql")
-        pytest.skip("no PostgreSQL (Debian: apt-get install postgresql); CI runs these tests")
-    pytest.importorskip("psycopg2", reason="pip install psycopg2-binary (the test extra)")
+        unavailable("no PostgreSQL (Debian: apt-get install postgresql; .ci/run installs it)")
+    require_module("psycopg2", "pip install psycopg2-binary (the test extra, which .ci/run installs)")
     server = Postgres(bin_dir)
     try:
         server.start()
