@@ -64,6 +64,7 @@ def test_a_train_killed_at_an_evaluation_resumes_to_the_uninterrupted_result(tmp
     assert finished.returncode == 2 and "finished training" in finished.stderr
 
 
+@pytest.mark.slow  # a training
 def test_a_full_disk_while_checkpointing_leaves_the_previous_best_intact(tmp_path, tiny_bert_dir, monkeypatch):
     import torch
     from sentence_transformers import SentenceTransformer

@@ -82,12 +82,14 @@ def test_a_search_runs_every_stage_and_records_the_answer(tmp_path, tiny_bert_di
     import optuna
 
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("RAYCSE_CACHE_DIR", str(tmp_path / "cache"))  # empty: this search scores the untouched model
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     # as the shipped CPU budgets: only the first judging seed scores the test tasks
     space = write_space(tmp_path, tiny_bert_dir, "tiny-search", num_samples=2,
                         confirm="{top_k: 1, judge_seeds: 2, test_seeds: 1}")
     assert main(search_args(tmp_path, space)) == 0
     out = capsys.readouterr().out
+    assert "baseline: scoring the untouched model (its objective and the seven STS test tasks)" in out
     assert "the test tasks on seed 43" in out and "Scoring" not in out  # nothing left for the test stage
     assert "CPU budget" in out  # no GPU here, and the output says so
     for words in ("Baseline (untouched model):", "Judging", "Verdict:", "95% interval", "df = 1", "Test tasks",
@@ -133,6 +135,29 @@ def test_a_search_runs_every_stage_and_records_the_answer(tmp_path, tiny_bert_di
     assert rows["winner"]["n"] == 1 and rows["winner"]["figures"]["avg"]["n"] == 1
     assert summary["test_table"]["seeds"] == "judging seed 43" and decision["method"]["test_seeds"] == 1
     assert not winner["beats_baseline"] and not winner["baseline_judged"] and "test_seeds" in summary["verdict"]
+
+    # The untouched model's figures were kept in the cache folder, as the search used them.
+    kept = [json.loads(p.read_text())["scores"] for p in (tmp_path / "cache" / "untouched").glob("*.json")]
+    assert len(kept) == 1 and kept[0]["test"] == summary["baseline"]["test"]
+    assert kept[0]["by_pooler"] == summary["baseline"]["by_pooler"]
+
+    # A second search of the same name on the same stores is refused before anything starts; the first is untouched.
+    assert main(search_args(tmp_path, space)) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("raycse: error: an Optuna study 'tiny-search' already exists in ") and "--resume" in error
+    again, again_children = runs_of(client, "tiny-search")
+    assert again.info.run_id == parent.info.run_id and len(again_children) == len(children)
+    assert len(optuna.load_study(study_name="tiny-search", storage=f"sqlite:///{tmp_path / 'optuna.db'}").trials) == 2
+
+    # Another search from the same model and data reuses the kept figures instead of scoring them, and says so.
+    other = write_space(tmp_path, tiny_bert_dir, "tiny-search-again", num_samples=1,
+                        confirm="{top_k: 1, judge_seeds: 2, test_seeds: 1}")
+    assert main(search_args(tmp_path, other)) == 0
+    out = capsys.readouterr().out
+    assert "baseline: the untouched model's figures reused from" in out and "scoring the untouched" not in out
+    reused = summary_of(client, runs_of(client, "tiny-search-again")[0], tmp_path / "again")
+    assert reused["baseline"]["test"] == summary["baseline"]["test"]
+    assert reused["baseline"]["objective"] == summary["baseline"]["objective"]
     assert parent.data.metrics["avg"] == pytest.approx(rows["winner"]["figures"]["avg"]["mean"])
     assert summary["paper"]["figures"]["avg"] == {"mean": 77.33, "std": 0.08} and not summary["paper"]["comparable"]
     # the registered checkpoint is the winner's first judging seed's, by rule

@@ -145,12 +145,14 @@ def test_the_same_seed_gives_the_same_dev_figures(full_run, tiny_bert_dir, tmp_p
 
 
 # ------------------------------------------------------------------------------------- every loss trains
+@pytest.mark.slow  # a training per loss (their formulas: test_losses.py)
 @pytest.mark.parametrize("loss", UNSUPERVISED)
 def test_each_unsupervised_loss_and_preset_trains(tiny_bert_dir, tmp_path, loss):
     results = train(tiny_config(tiny_bert_dir, tmp_path / "out", loss=loss))
     check_trained(results, tmp_path / "out", loss)
 
 
+@pytest.mark.slow  # a training per loss
 @pytest.mark.parametrize("loss", SUPERVISED)
 def test_each_supervised_loss_trains_on_nli_triplets(tiny_bert_dir, nli_csv, tmp_path, loss):
     results = train(tiny_config(tiny_bert_dir, tmp_path / "out", loss=loss, sup_data=str(nli_csv), batch_size=4))
