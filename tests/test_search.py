@@ -25,6 +25,7 @@ pytestmark = pytest.mark.slow
 SPACE = """\
 experiment: {experiment}
 model: {model}
+objective: {objective}
 loss: focal
 train: {{batch_size: 8, max_steps: {steps}, eval_steps: 2, max_sentences: {sentences}, lr: 1.0e-4}}
 space:
@@ -42,11 +43,28 @@ paper:
 
 def write_space(tmp_path: Path, model: Path, experiment: str, num_samples: int, test_eval: str = "best",
                 extra: str = "", seed: int = 0, steps: int = 4,
-                confirm: str = "{top_k: 1, judge_seeds: 2}") -> Path:
+                confirm: str = "{top_k: 1, judge_seeds: 2}", objective: str = "stsb_dev") -> Path:
     path = tmp_path / f"{experiment}.yaml"
     path.write_text(SPACE.format(experiment=experiment, model=model, num_samples=num_samples, test_eval=test_eval,
-                                 extra=extra, seed=seed, steps=steps, sentences=max(160, 8 * steps), confirm=confirm))
+                                 extra=extra, seed=seed, steps=steps, sentences=max(160, 8 * steps), confirm=confirm,
+                                 objective=objective))
     return path
+
+
+def small_dev_file(folder: Path, pairs: int = 48) -> str:
+    """The first `pairs` pairs of STS-B dev as a development file: the objective of tests that check bookkeeping
+    (which runs, metrics and trials exist after a kill, a restart, two searches at once), not scores. Each
+    evaluation then encodes ~100 sentences instead of STS-B dev's ~3,000."""
+    from raycse.evaluation.tasks import load_sts_task
+
+    path = folder / "small-dev.tsv"
+    if path.exists():  # written once: a search started earlier may be reading it
+        return str(path)
+    dev = load_sts_task("STSBenchmark-dev")["all"]
+    rows = ["sentence1\tsentence2\tscore"] + [f"{a}\t{b}\t{score}" for a, b, score in
+                                              zip(dev.sentences1[:pairs], dev.sentences2[:pairs], dev.scores[:pairs])]
+    path.write_text("\n".join(rows) + "\n")
+    return str(path)
 
 
 def search_args(tmp_path: Path, space: Path, *extra: str) -> list[str]:
@@ -141,10 +159,15 @@ def test_a_search_runs_every_stage_and_records_the_answer(tmp_path, tiny_bert_di
     assert len(kept) == 1 and kept[0]["test"] == summary["baseline"]["test"]
     assert kept[0]["by_pooler"] == summary["baseline"]["by_pooler"]
 
-    # A second search of the same name on the same stores is refused before anything starts; the first is untouched.
+    # A second search of the same name on the same stores is refused before anything starts, whether it names the same
+    # Tune storage or another one; the first search is untouched.
     assert main(search_args(tmp_path, space)) == 2
     error = capsys.readouterr().err
+    assert error.startswith("raycse: error: a search already exists at ") and "--resume" in error
+    assert main([*search_args(tmp_path, space)[:-2], "--storage-path", str(tmp_path / "other-ray")]) == 2
+    error = capsys.readouterr().err
     assert error.startswith("raycse: error: an Optuna study 'tiny-search' already exists in ") and "--resume" in error
+    assert not (tmp_path / "other-ray" / "tiny-search").exists()
     again, again_children = runs_of(client, "tiny-search")
     assert again.info.run_id == parent.info.run_id and len(again_children) == len(children)
     assert len(optuna.load_study(study_name="tiny-search", storage=f"sqlite:///{tmp_path / 'optuna.db'}").trials) == 2
@@ -152,7 +175,7 @@ def test_a_search_runs_every_stage_and_records_the_answer(tmp_path, tiny_bert_di
     # Another search from the same model and data reuses the kept figures instead of scoring them, and says so.
     other = write_space(tmp_path, tiny_bert_dir, "tiny-search-again", num_samples=1,
                         confirm="{top_k: 1, judge_seeds: 2, test_seeds: 1}")
-    assert main(search_args(tmp_path, other)) == 0
+    assert main(search_args(tmp_path, other, "--no-confirm")) == 0  # the search stage is enough to show it
     out = capsys.readouterr().out
     assert "baseline: the untouched model's figures reused from" in out and "scoring the untouched" not in out
     reused = summary_of(client, runs_of(client, "tiny-search-again")[0], tmp_path / "again")
@@ -321,7 +344,8 @@ def test_a_finished_trial_is_never_run_again_after_a_kill(tmp_path, tiny_bert_di
     import optuna
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    space = write_space(tmp_path, tiny_bert_dir, "killed", num_samples=3, test_eval="none")
+    space = write_space(tmp_path, tiny_bert_dir, "killed", num_samples=3, test_eval="none",
+                        objective=small_dev_file(tmp_path))
     args = search_args(tmp_path, space, "--no-confirm")
     before = kill_when(start_cli(args, tmp_path / "first.log", tmp_path), tmp_path / "first.log",
                        lambda text: len(finished_lines(text)) >= 1)
@@ -357,7 +381,8 @@ def test_a_finished_trial_is_never_run_again_after_a_kill(tmp_path, tiny_bert_di
 @pytest.mark.timeout(1200)
 def test_resume_during_the_judging_stage(tmp_path, tiny_bert_dir):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    space = write_space(tmp_path, tiny_bert_dir, "judge-kill", num_samples=2, test_eval="none", steps=40)
+    space = write_space(tmp_path, tiny_bert_dir, "judge-kill", num_samples=2, test_eval="none", steps=40,
+                        objective=small_dev_file(tmp_path))
     args = search_args(tmp_path, space)
     # Killed mid-trial in the judging stage, once its first checkpoint (step 2 of 40) is on disk and Tune's
     # once-a-second snapshot of the experiment has had the time to record it.
@@ -400,7 +425,8 @@ def test_two_searches_at_once_share_one_mlflow_store(tmp_path, tiny_bert_dir):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     drivers = []
     for name in ("first", "second"):
-        space = write_space(tmp_path, tiny_bert_dir, name, num_samples=2, test_eval="none")
+        space = write_space(tmp_path, tiny_bert_dir, name, num_samples=2, test_eval="none",
+                            objective=small_dev_file(tmp_path))
         args = search_args(tmp_path, space, "--no-confirm", "--storage-path", str(tmp_path / f"ray-{name}"))
         drivers.append((start_cli(args, tmp_path / f"{name}.log", tmp_path), tmp_path / f"{name}.log"))
     for driver, log in drivers:
