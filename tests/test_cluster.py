@@ -336,13 +336,15 @@ def run_search(storage_path: Path, model_dir: Path) -> list[str]:
     space.write_text(FAKE_CLUSTER_SPACE.format(model=model_dir))
     assert main(["search", "--space", str(space), "--storage-path", str(storage_path), "--no-confirm",
                  "--tracking-uri", f"sqlite:///{storage_path.parent}/mlflow.db"]) == 0
-    # The trials' own word for the process they ran in (Tune's result rows carry the trainable's pid), which the
-    # actor table's entries must match: so the table's entries are the trials', not some other actors'.
+    # The trials' own word for the process they ran in (Tune's result rows carry the trainable's pid), found in the
+    # actor table: the nodes returned are those of the actors that ran a trial (Tune may start a spare actor that
+    # runs none, when it reuses the first for the second trial).
     tune_pids = {json.loads(line)["pid"] for path in storage_path.rglob("result.json")
                  for line in path.read_text().splitlines() if line.strip()}
     actors = trial_actors()
-    assert tune_pids and {pid for _, pid in actors} == tune_pids, (actors, tune_pids)
-    return [node for node, _ in actors]
+    ran = [(node, pid) for node, pid in actors if pid in tune_pids]
+    assert tune_pids and {pid for _, pid in ran} == tune_pids, (actors, tune_pids)
+    return [node for node, _ in ran]
 
 
 def trial_actors() -> list[tuple[str, int]]:
