@@ -276,6 +276,22 @@ def _cmd_bench_cached(args) -> int:
     return EXIT_OK
 
 
+# -------------------------------------------------------------------------------------------- cache
+def _add_cache(sub) -> None:
+    p = sub.add_parser("cache", help="the untouched model's figures kept between searches ($RAYCSE_CACHE_DIR, "
+                                     "else $XDG_CACHE_HOME/raycse)")
+    p.add_argument("action", choices=["clear"], help="clear: forget every kept figure (the next search scores again)")
+    p.set_defaults(func=_cmd_cache, parser=p)
+
+
+def _cmd_cache(args) -> int:
+    from raycse.evaluation import untouched_cache
+
+    removed = untouched_cache.clear()
+    print(f"removed {removed} cached figure file{'s' if removed != 1 else ''} from {untouched_cache.cache_dir()}")
+    return EXIT_OK
+
+
 # --------------------------------------------------------------------------------------------- main
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="raycse", description=__doc__.splitlines()[0])
@@ -287,6 +303,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_report(sub)
     _add_export(sub)
     _add_bench(sub)
+    _add_cache(sub)
     return parser
 
 

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,23 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
+# One compute thread per process, set here once, before anything imports torch: torch in the tests, the CLI
+# subprocesses and Ray's workers inherit it. The suite's processes already run side by side (a driver, its trials,
+# a server), so a second thread each would only oversubscribe a 2-core machine (an evaluation took 20 s on two
+# threads against 3 s on one while trials ran).
+for _threads in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_threads, "1")
+
+# The untouched model's figures, which searches keep between runs in the user's cache folder: the tests keep theirs
+# in a temporary folder of the session, never in the user's. Every search of the session shares it, so the tiny
+# model's figures on the same data are scored once.
+_CACHE_DIR = tempfile.mkdtemp(prefix="raycse-test-cache-")
+os.environ["RAYCSE_CACHE_DIR"] = _CACHE_DIR
+
+
+def pytest_sessionfinish(session, exitstatus):
+    shutil.rmtree(_CACHE_DIR, ignore_errors=True)
+
 
 # Hypothesis (tests/test_fuzz_inputs.py): "ci", a fixed seed and a budget that runs in CI, unless
 # `--hypothesis-profile=long` (or RAYCSE_FUZZ_PROFILE=long) asks for the long run (> 5,000 generated inputs). No

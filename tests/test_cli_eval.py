@@ -69,6 +69,7 @@ def test_bad_input_is_one_line_and_exit_2_with_no_output(bad_arguments, culprit,
     assert not output.exists()
 
 
+@pytest.mark.slow  # a CLI subprocess
 def test_command_line_exit_status_for_a_missing_model(tmp_path):
     output = tmp_path / "eval.json"
     completed = subprocess.run(

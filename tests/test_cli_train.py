@@ -27,6 +27,7 @@ def train_args(model: Path, corpus: Path, output_dir: Path, tracking_db: Path, *
             "--output-dir", str(output_dir), "--tracking-uri", f"sqlite:///{tracking_db}", *extra]
 
 
+@pytest.mark.slow  # a whole training
 def test_train_writes_results_checkpoint_and_an_mlflow_run(tiny_bert_dir, corpus, tmp_path, monkeypatch, capsys):
     from mlflow.tracking import MlflowClient
     from sentence_transformers import SentenceTransformer

@@ -336,11 +336,19 @@ def run_search(storage_path: Path, model_dir: Path) -> list[str]:
     space.write_text(FAKE_CLUSTER_SPACE.format(model=model_dir))
     assert main(["search", "--space", str(space), "--storage-path", str(storage_path), "--no-confirm",
                  "--tracking-uri", f"sqlite:///{storage_path.parent}/mlflow.db"]) == 0
-    return trial_node_ids()
+    # The trials' own word for the process they ran in (Tune's result rows carry the trainable's pid), found in the
+    # actor table: the nodes returned are those of the actors that ran a trial (Tune may start a spare actor that
+    # runs none, when it reuses the first for the second trial).
+    tune_pids = {json.loads(line)["pid"] for path in storage_path.rglob("result.json")
+                 for line in path.read_text().splitlines() if line.strip()}
+    actors = trial_actors()
+    ran = [(node, pid) for node, pid in actors if pid in tune_pids]
+    assert tune_pids and {pid for _, pid in ran} == tune_pids, (actors, tune_pids)
+    return [node for node, _ in ran]
 
 
-def trial_node_ids() -> list[str]:
-    """Node ids of the Tune trials (function trainables) of this cluster, from the GCS actor table.
+def trial_actors() -> list[tuple[str, int]]:
+    """(node id, pid) of the Tune trials (function trainables) of this cluster, from the GCS actor table.
 
     Needs nothing from the trials themselves. `ray._private.state` is private (see the import note at
     the top); Ray's public state API (`ray.util.state`) would need the dashboard of `ray[default]`,
@@ -348,7 +356,7 @@ def trial_node_ids() -> list[str]:
     """
     from ray._private.state import state
 
-    return [actor["Address"]["NodeID"] for actor in state.actor_table(None).values()
+    return [(actor["Address"]["NodeID"], actor["Pid"]) for actor in state.actor_table(None).values()
             if actor["ActorClassName"] == "ImplicitFunc"]
 
 
@@ -384,6 +392,5 @@ def test_fake_gpu_cluster_places_trials_on_gpu_workers(tmp_path, monkeypatch, ti
         assert 1 <= len(trial_nodes) <= 2
         assert head_id not in trial_nodes
         assert set(trial_nodes) <= fake_gpu_workers, (trial_nodes, fake_gpu_workers)
-        assert sorted(trial_node_ids()) == sorted(trial_nodes)  # the helper a `raycse search` swap uses
         print(f"2 trials on fake GPU workers {sorted(n[-5:] for n in set(trial_nodes))} "
               f"(head {head_id[-5:]}) in {elapsed:.0f}s")

@@ -24,19 +24,20 @@ def test_four_slots_keep_at_least_three_trials_running_while_trials_remain_to_st
 
     # defined here, so that Ray pickles the function itself (the test module is not importable in a worker)
     def short_trial(config: dict) -> None:
-        """Four evaluations 0.4 s apart; its start counted as raycse.driver.trial.run_trial counts it (a new worker
-        process from its creation, a reused one from now)."""
+        """Four evaluations 0.4 s apart in place of a training; its start counted by raycse.driver.trial's own
+        functions, called as run_trial calls them (a new worker process from its creation, a reused one from now)."""
         from ray import tune
 
         from raycse.driver import trial as raycse_trial
 
-        now = time.time()
-        started = now - raycse_trial.worker_start_seconds(now) if raycse_trial._previous_trial_end is None else now
-        for k in range(1, 5):
-            time.sleep(0.4)
-            value = 80 - 100 * (config["tau"] - 0.08) ** 2 + k * 0.1
-            tune.report({STEP: 8 * k, OBJECTIVE: value, TRIAL_STARTED_AT: started, REPORTED_AT: time.time()})
-        raycse_trial._previous_trial_end = time.time()
+        started = raycse_trial.trial_started_at(raycse_trial.worker_start_seconds(time.time()))
+        try:
+            for k in range(1, 5):
+                time.sleep(0.4)
+                value = 80 - 100 * (config["tau"] - 0.08) ** 2 + k * 0.1
+                tune.report({STEP: 8 * k, OBJECTIVE: value, TRIAL_STARTED_AT: started, REPORTED_AT: time.time()})
+        finally:
+            raycse_trial.trial_ended()
 
     plan = parse_space({"loss": "focal", "space": {"tau": {"type": "loguniform", "low": 0.02, "high": 0.2},
                                                    "m": {"type": "uniform", "low": 0.0, "high": 0.6}},

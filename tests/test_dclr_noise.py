@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from skips import require_module
 
 from raycse.losses.dclr import (
     dclr_noise_negatives,
@@ -95,10 +96,7 @@ def test_ascent_builds_no_graph_and_works_under_no_grad():
 
 
 def test_ascent_under_torch_compile_equals_eager():
-    try:
-        import torch._inductor
-    except ImportError as err:  # pragma: no cover - depends on the platform's torch build
-        pytest.skip(f"torch.compile's inductor backend is unavailable: {err}")
+    require_module("torch._inductor", "torch.compile's inductor backend comes with every torch wheel CI installs")
     z1, z2, init = random_inputs(6, 3, 8, seed=11, dtype=torch.float32)
     eager = dclr_noise_negatives(z1, z2, init, steps=2, beta=0.1, tau_u=0.05)
     torch._dynamo.reset()

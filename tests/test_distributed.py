@@ -24,7 +24,7 @@ BATCH = 6          # per worker; the single-process reference uses 2 * BATCH
 DATA_SEED = 11     # GlobalBatches' shuffling seed, the same in both runs
 HEAD_SEED = 5      # the freshly initialised MLP head, the same on every worker and in the reference
 NOISE_SEED = 1234  # DCLR's noise negatives, see `loss_and_gradients`
-EQUIVALENCE_LOSSES = ("simcse", "imsimcse", "dclr")
+EQUIVALENCE_LOSSES = ("simcse", "imsimcse", "dclr", "focal", "triplet", "simcse+dcl", "simcse+barlow")
 RTOL = 1e-5
 # Both runs compute in float64. The gradient of a random tiny BERT is badly conditioned (its CLS vectors are
 # nearly parallel, so cosine differences cancel): in float32 it carries ~1e-3 relative rounding error against
@@ -166,7 +166,9 @@ def assert_same_gradients(actual: dict[str, torch.Tensor], expected: dict[str, t
 @pytest.mark.slow
 def test_two_workers_times_b_equal_one_worker_times_2b(ray_cluster, no_dropout_bert_dir, examples, tmp_path):
     phi = dclr_phi_that_removes_some_negatives(no_dropout_bert_dir, examples)
-    losses = {"simcse": {}, "imsimcse": {}, "dclr": {"phi": phi, "k": 1.0}}
+    # every base loss that needs no labelled triplets, and the presets (barlow's column correlations included)
+    losses = {"simcse": {}, "imsimcse": {}, "dclr": {"phi": phi, "k": 1.0}, "focal": {}, "triplet": {},
+              "simcse+dcl": {}, "simcse+barlow": {}}
     assert tuple(losses) == EQUIVALENCE_LOSSES
     out = tmp_path / "rank0.pt"
     _gloo_trainer(_equivalence_worker, {"model": str(no_dropout_bert_dir), "examples": examples, "losses": losses,

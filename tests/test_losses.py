@@ -528,6 +528,19 @@ def test_composed_names_flags_and_values():
     )
 
 
+def test_simcse_presets_match_the_plain_python_formula():
+    """simcse+dcl and simcse+barlow: InfoNCE plus lambda times the regulariser, each worked out by loops here, with
+    the published defaults (tau 0.05, lambda 0.1, tau_dcl 5.0, lambda_bt 0.0051) and with values of our own."""
+    emb = Embeddings(z1=t(Z1), z2=t(Z2), z3=None, z0=None, complementary=None)
+    assert build_loss("simcse+dcl")(emb).item() == approx(ref_info_nce(Z1, Z2, 0.05) + 0.1 * ref_dcl(Z1, Z2, 5.0))
+    assert build_loss("simcse+barlow")(emb).item() == approx(
+        ref_info_nce(Z1, Z2, 0.05) + 0.1 * ref_barlow(Z1, Z2, 0.0051))
+    chosen = build_loss("simcse+dcl", **{"tau": 0.1, "lambda": 0.7, "tau_dcl": 0.5})(emb).item()
+    assert chosen == approx(ref_info_nce(Z1, Z2, 0.1) + 0.7 * ref_dcl(Z1, Z2, 0.5))
+    chosen = build_loss("simcse+barlow", **{"tau": 0.2, "lambda": 0.3, "lambda_bt": 0.5})(emb).item()
+    assert chosen == approx(ref_info_nce(Z1, Z2, 0.2) + 0.3 * ref_barlow(Z1, Z2, 0.5))
+
+
 def test_supervised_simcse_uses_hard_negatives():
     emb = _embeddings()
     got = build_loss("simcse-sup", hard_neg_weight=0.5)(emb)

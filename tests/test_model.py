@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from skips import require_module
 from transformers import AutoModel, AutoTokenizer, BertConfig, BertModel
 
 from raycse.encoder.loading import check_loadable, resolve_model_path
@@ -636,10 +637,7 @@ def test_dropout_rows_under_torch_compile(tiny_bert_dir, sentences):
     autograd only (aot_eager): that is where a graph break or a data-dependent branch would show, while
     inductor's CPU code generation would add about 30 s on a 2-core machine and no path the trainer runs.
     """
-    try:
-        import torch._dynamo
-    except ImportError as err:  # pragma: no cover - depends on the platform's torch build
-        pytest.skip(f"torch.compile is unavailable: {err}")
+    require_module("torch._dynamo", "torch.compile comes with every torch wheel CI installs")
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     encoder = dropout_encoder(tiny_bert_dir, 0.1, 0.1).to(device).train()
     n = 4

@@ -68,6 +68,12 @@ def test_the_readme_python_example_runs_as_written(tmp_path, tiny_bert_dir):
     result = json.loads(completed.stdout.split("RESULT ", 1)[1])
     assert result["verdict"] and result["verdict"] in completed.stdout
     assert set(result["figures"]) >= {"STS12", "STSBenchmark", "SICKRelatedness", "avg"}
-    assert -100 <= result["best_objective"] <= 100
+    # the further training's best objective is its best dev evaluation (steps 4 and 8), as written to disk
+    written = json.loads((tmp_path / "runs" / "winner-more" / "results.json").read_text())
+    assert [point["step"] for point in written["dev_curve"]] == [4, 8] and written["config"]["seed"] == 7
+    assert result["best_objective"] == max(point["objective"] for point in written["dev_curve"])
+    seven = [value for task, value in result["figures"].items() if task != "avg"]
+    assert len(seven) == 7 and result["figures"]["avg"] == pytest.approx(sum(seven) / 7)
+    assert f"{result['figures']['avg']} {result['best_objective']}" in completed.stdout  # the example's last print
     assert (tmp_path / "runs" / "winner-more" / "best" / "config.json").is_file()
     assert (tmp_path / "report" / "index.html").is_file() and (tmp_path / "mlflow.db").is_file()

@@ -64,6 +64,26 @@ def test_a_train_killed_at_an_evaluation_resumes_to_the_uninterrupted_result(tmp
     assert finished.returncode == 2 and "finished training" in finished.stderr
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_ctrl_c_stops_a_training_with_exit_130_and_one_line(tmp_path, tiny_bert_dir):
+    """Ctrl-C (SIGINT to the command, as a terminal sends it) mid-training: exit status 130, the shell's for an
+    interrupt, one line saying so and no traceback; the checkpoint of the last evaluation stays loadable."""
+    out = tmp_path / "interrupted"
+    args = [*TRAIN, "--max-steps", "400", "--model", str(tiny_bert_dir), "--output-dir", str(out)]
+    proc = subprocess.Popen([sys.executable, "-m", "raycse.cli", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    for line in proc.stdout:
+        if line.startswith("step"):  # the first evaluation is done: training is under way
+            proc.send_signal(signal.SIGINT)
+            break
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 130, stderr[-2000:]
+    assert stderr.strip().splitlines()[-1] == "raycse: interrupted" and "Traceback" not in stdout + stderr
+    assert not (out / "results.json").exists() and (out / "best" / "config.json").is_file()
+
+
+@pytest.mark.slow  # a training
 def test_a_full_disk_while_checkpointing_leaves_the_previous_best_intact(tmp_path, tiny_bert_dir, monkeypatch):
     import torch
     from sentence_transformers import SentenceTransformer

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from skips import unavailable
 
 from raycse import report
 from raycse.errors import ConfigError
@@ -523,14 +524,13 @@ class DevTools:
 def chromium(tmp_path):
     binary = shutil.which("chromium")
     if binary is None:
-        if os.environ.get("CI", "").lower() not in ("", "0", "false"):
-            pytest.fail("CI is set but chromium is not on PATH: .ci/run installs Debian's chromium")
-        pytest.skip("no chromium on PATH (Debian: apt-get install chromium); CI runs this test")
+        unavailable("no chromium on PATH (Debian: apt-get install chromium; .ci/run installs it)")
     browser = DevTools(binary, tmp_path / "chromium-profile")
     yield browser
     browser.close()
 
 
+@pytest.mark.slow  # starts Chromium
 def test_the_browser_checker_sees_empty_figures_console_errors_and_requests(chromium, tmp_path):
     """The checker below can fail: an empty figure, a console error and a request for another file are caught."""
     from raycse.report.plots import plotly_script
@@ -546,6 +546,7 @@ def test_the_browser_checker_sees_empty_figures_console_errors_and_requests(chro
     assert any(url.endswith("/elsewhere.png") for url in chromium.requests())
 
 
+@pytest.mark.slow  # starts Chromium
 def test_the_report_renders_every_figure_in_headless_chromium(chromium, focal_report, all_report):
     for result in (focal_report, all_report):
         session = chromium.open(result.html_path.as_uri())

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from mlflow.entities import ViewType
 from mlflow.tracking import MlflowClient
 
 from raycse.cli import main
@@ -24,6 +25,7 @@ pytestmark = pytest.mark.slow
 SPACE = """\
 experiment: {experiment}
 model: {model}
+objective: {objective}
 loss: focal
 train: {{batch_size: 8, max_steps: {steps}, eval_steps: 2, max_sentences: {sentences}, lr: 1.0e-4}}
 space:
@@ -41,11 +43,28 @@ paper:
 
 def write_space(tmp_path: Path, model: Path, experiment: str, num_samples: int, test_eval: str = "best",
                 extra: str = "", seed: int = 0, steps: int = 4,
-                confirm: str = "{top_k: 1, judge_seeds: 2}") -> Path:
+                confirm: str = "{top_k: 1, judge_seeds: 2}", objective: str = "stsb_dev") -> Path:
     path = tmp_path / f"{experiment}.yaml"
     path.write_text(SPACE.format(experiment=experiment, model=model, num_samples=num_samples, test_eval=test_eval,
-                                 extra=extra, seed=seed, steps=steps, sentences=max(160, 8 * steps), confirm=confirm))
+                                 extra=extra, seed=seed, steps=steps, sentences=max(160, 8 * steps), confirm=confirm,
+                                 objective=objective))
     return path
+
+
+def small_dev_file(folder: Path, pairs: int = 48) -> str:
+    """The first `pairs` pairs of STS-B dev as a development file: the objective of tests that check bookkeeping
+    (which runs, metrics and trials exist after a kill, a restart, two searches at once), not scores. Each
+    evaluation then encodes ~100 sentences instead of STS-B dev's ~3,000."""
+    from raycse.evaluation.tasks import load_sts_task
+
+    path = folder / "small-dev.tsv"
+    if path.exists():  # written once: a search started earlier may be reading it
+        return str(path)
+    dev = load_sts_task("STSBenchmark-dev")["all"]
+    rows = ["sentence1\tsentence2\tscore"] + [f"{a}\t{b}\t{score}" for a, b, score in
+                                              zip(dev.sentences1[:pairs], dev.sentences2[:pairs], dev.scores[:pairs])]
+    path.write_text("\n".join(rows) + "\n")
+    return str(path)
 
 
 def search_args(tmp_path: Path, space: Path, *extra: str) -> list[str]:
@@ -81,12 +100,14 @@ def test_a_search_runs_every_stage_and_records_the_answer(tmp_path, tiny_bert_di
     import optuna
 
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("RAYCSE_CACHE_DIR", str(tmp_path / "cache"))  # empty: this search scores the untouched model
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     # as the shipped CPU budgets: only the first judging seed scores the test tasks
     space = write_space(tmp_path, tiny_bert_dir, "tiny-search", num_samples=2,
                         confirm="{top_k: 1, judge_seeds: 2, test_seeds: 1}")
     assert main(search_args(tmp_path, space)) == 0
     out = capsys.readouterr().out
+    assert "baseline: scoring the untouched model (its objective and the seven STS test tasks)" in out
     assert "the test tasks on seed 43" in out and "Scoring" not in out  # nothing left for the test stage
     assert "CPU budget" in out  # no GPU here, and the output says so
     for words in ("Baseline (untouched model):", "Judging", "Verdict:", "95% interval", "df = 1", "Test tasks",
@@ -132,6 +153,34 @@ def test_a_search_runs_every_stage_and_records_the_answer(tmp_path, tiny_bert_di
     assert rows["winner"]["n"] == 1 and rows["winner"]["figures"]["avg"]["n"] == 1
     assert summary["test_table"]["seeds"] == "judging seed 43" and decision["method"]["test_seeds"] == 1
     assert not winner["beats_baseline"] and not winner["baseline_judged"] and "test_seeds" in summary["verdict"]
+
+    # The untouched model's figures were kept in the cache folder, as the search used them.
+    kept = [json.loads(p.read_text())["scores"] for p in (tmp_path / "cache" / "untouched").glob("*.json")]
+    assert len(kept) == 1 and kept[0]["test"] == summary["baseline"]["test"]
+    assert kept[0]["by_pooler"] == summary["baseline"]["by_pooler"]
+
+    # A second search of the same name on the same stores is refused before anything starts, whether it names the same
+    # Tune storage or another one; the first search is untouched.
+    assert main(search_args(tmp_path, space)) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("raycse: error: a search already exists at ") and "--resume" in error
+    assert main([*search_args(tmp_path, space)[:-2], "--storage-path", str(tmp_path / "other-ray")]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("raycse: error: an Optuna study 'tiny-search' already exists in ") and "--resume" in error
+    assert not (tmp_path / "other-ray" / "tiny-search").exists()
+    again, again_children = runs_of(client, "tiny-search")
+    assert again.info.run_id == parent.info.run_id and len(again_children) == len(children)
+    assert len(optuna.load_study(study_name="tiny-search", storage=f"sqlite:///{tmp_path / 'optuna.db'}").trials) == 2
+
+    # Another search from the same model and data reuses the kept figures instead of scoring them, and says so.
+    other = write_space(tmp_path, tiny_bert_dir, "tiny-search-again", num_samples=1,
+                        confirm="{top_k: 1, judge_seeds: 2, test_seeds: 1}")
+    assert main(search_args(tmp_path, other, "--no-confirm")) == 0  # the search stage is enough to show it
+    out = capsys.readouterr().out
+    assert "baseline: the untouched model's figures reused from" in out and "scoring the untouched" not in out
+    reused = summary_of(client, runs_of(client, "tiny-search-again")[0], tmp_path / "again")
+    assert reused["baseline"]["test"] == summary["baseline"]["test"]
+    assert reused["baseline"]["objective"] == summary["baseline"]["objective"]
     assert parent.data.metrics["avg"] == pytest.approx(rows["winner"]["figures"]["avg"]["mean"])
     assert summary["paper"]["figures"]["avg"] == {"mean": 77.33, "std": 0.08} and not summary["paper"]["comparable"]
     # the registered checkpoint is the winner's first judging seed's, by rule
@@ -295,7 +344,8 @@ def test_a_finished_trial_is_never_run_again_after_a_kill(tmp_path, tiny_bert_di
     import optuna
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    space = write_space(tmp_path, tiny_bert_dir, "killed", num_samples=3, test_eval="none")
+    space = write_space(tmp_path, tiny_bert_dir, "killed", num_samples=3, test_eval="none",
+                        objective=small_dev_file(tmp_path))
     args = search_args(tmp_path, space, "--no-confirm")
     before = kill_when(start_cli(args, tmp_path / "first.log", tmp_path), tmp_path / "first.log",
                        lambda text: len(finished_lines(text)) >= 1)
@@ -313,7 +363,16 @@ def test_a_finished_trial_is_never_run_again_after_a_kill(tmp_path, tiny_bert_di
     assert all(r.info.status == "FINISHED" and r.data.tags["raycse.status"] == "finished" for r in children)
     study = optuna.load_study(study_name="killed", storage=f"sqlite:///{tmp_path / 'optuna.db'}")
     assert sorted(t.user_attrs["ray_trial_id"] for t in study.trials if t.state.name == "COMPLETE") == sorted(trial_ids)
-    assert all(t.state.name == "FAIL" for t in study.trials if t.state.name != "COMPLETE")
+    # Exact accounting of the trials the kill lost (none, when Tune's snapshot had recorded every started trial):
+    # each lost trial's Optuna trial is failed, and its MLflow run (if the kill left one) tagged `lost` and deleted;
+    # no other trial exists, in either store.
+    lost = {t.user_attrs.get("ray_trial_id") for t in study.trials} - set(trial_ids)
+    assert {t.user_attrs.get("ray_trial_id"): t.state.name for t in study.trials if t.state.name != "COMPLETE"} == \
+        dict.fromkeys(lost, "FAIL")
+    deleted = client.search_runs([client.get_experiment_by_name("killed").experiment_id],
+                                 run_view_type=ViewType.DELETED_ONLY)
+    assert all(r.data.tags["raycse.trial_id"] in lost and r.data.tags["raycse.status"] == "lost" for r in deleted)
+    print(f"trials lost to the kill and replaced: {len(lost)}")  # shown with -s
     finished_run = next(r for r in children if r.data.tags["raycse.trial_id"] == done)
     assert [m.step for m in client.get_metric_history(finished_run.info.run_id, "objective")] == [2, 4]
     assert parent.info.status == "FINISHED"
@@ -322,7 +381,8 @@ def test_a_finished_trial_is_never_run_again_after_a_kill(tmp_path, tiny_bert_di
 @pytest.mark.timeout(1200)
 def test_resume_during_the_judging_stage(tmp_path, tiny_bert_dir):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    space = write_space(tmp_path, tiny_bert_dir, "judge-kill", num_samples=2, test_eval="none", steps=40)
+    space = write_space(tmp_path, tiny_bert_dir, "judge-kill", num_samples=2, test_eval="none", steps=40,
+                        objective=small_dev_file(tmp_path))
     args = search_args(tmp_path, space)
     # Killed mid-trial in the judging stage, once its first checkpoint (step 2 of 40) is on disk and Tune's
     # once-a-second snapshot of the experiment has had the time to record it.
@@ -365,7 +425,8 @@ def test_two_searches_at_once_share_one_mlflow_store(tmp_path, tiny_bert_dir):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     drivers = []
     for name in ("first", "second"):
-        space = write_space(tmp_path, tiny_bert_dir, name, num_samples=2, test_eval="none")
+        space = write_space(tmp_path, tiny_bert_dir, name, num_samples=2, test_eval="none",
+                            objective=small_dev_file(tmp_path))
         args = search_args(tmp_path, space, "--no-confirm", "--storage-path", str(tmp_path / f"ray-{name}"))
         drivers.append((start_cli(args, tmp_path / f"{name}.log", tmp_path), tmp_path / f"{name}.log"))
     for driver, log in drivers:

@@ -27,7 +27,8 @@ from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
-from test_search import finished_lines, kill_when, runs_of, start_cli, write_space
+from skips import require_module, unavailable
+from test_search import finished_lines, kill_when, runs_of, small_dev_file, start_cli, write_space
 
 pytestmark = pytest.mark.slow
 
@@ -169,10 +170,8 @@ class MlflowServer:
 def postgres():
     bin_dir = postgres_bin()
     if bin_dir is None:
-        if os.environ.get("CI", "").lower() not in ("", "0", "false"):
-            pytest.fail("CI is set but PostgreSQL is not installed: .ci/run installs Debian's postgresql")
-        pytest.skip("no PostgreSQL (Debian: apt-get install postgresql); CI runs these tests")
-    pytest.importorskip("psycopg2", reason="pip install psycopg2-binary (the test extra)")
+        unavailable("no PostgreSQL (Debian: apt-get install postgresql; .ci/run installs it)")
+    require_module("psycopg2", "pip install psycopg2-binary (the test extra, which .ci/run installs)")
     server = Postgres(bin_dir)
     try:
         server.start()
@@ -213,7 +212,8 @@ def test_two_searches_at_once_record_every_run_metric_and_artifact_on_the_server
 
     drivers = {}
     for name in ("first", "second"):
-        space = write_space(tmp_path, tiny_bert_dir, f"server-{name}", num_samples=2, test_eval="none")
+        space = write_space(tmp_path, tiny_bert_dir, f"server-{name}", num_samples=2, test_eval="none",
+                            objective=small_dev_file(tmp_path))
         args = server_args(tmp_path, space, mlflow_server, postgres, name, "--no-confirm")
         drivers[name] = (start_cli(args, tmp_path / f"{name}.log", tmp_path), tmp_path / f"{name}.log")
     for driver, log in drivers.values():
@@ -244,7 +244,8 @@ def test_two_searches_at_once_record_every_run_metric_and_artifact_on_the_server
 @pytest.mark.timeout(1500)
 def test_a_restart_of_the_mlflow_server_mid_search_loses_no_run_and_no_metric(tmp_path, tiny_bert_dir, postgres,
                                                                               mlflow_server):
-    space = write_space(tmp_path, tiny_bert_dir, "server-restart", num_samples=3, test_eval="none", steps=8)
+    space = write_space(tmp_path, tiny_bert_dir, "server-restart", num_samples=3, test_eval="none", steps=8,
+                        objective=small_dev_file(tmp_path))
     args = server_args(tmp_path, space, mlflow_server, postgres, "restart", "--no-confirm")
     log = tmp_path / "restart.log"
     driver = start_cli(args, log, tmp_path)
@@ -272,7 +273,8 @@ def test_a_restart_of_the_mlflow_server_mid_search_loses_no_run_and_no_metric(tm
 def test_a_killed_search_resumes_against_the_server(tmp_path, tiny_bert_dir, postgres, mlflow_server):
     import optuna
 
-    space = write_space(tmp_path, tiny_bert_dir, "server-resume", num_samples=3, test_eval="none")
+    space = write_space(tmp_path, tiny_bert_dir, "server-resume", num_samples=3, test_eval="none",
+                        objective=small_dev_file(tmp_path))
     args = server_args(tmp_path, space, mlflow_server, postgres, "resume", "--no-confirm")
     before = kill_when(start_cli(args, tmp_path / "first.log", tmp_path), tmp_path / "first.log",
                        lambda text: len(finished_lines(text)) >= 1)

@@ -87,12 +87,17 @@ class PendingBaseline:
     """The untouched model being scored by a Ray task beside the first trials; `result()` waits for it."""
 
     eval_pooler: str
-    reference: Any  # the Ray object reference of `scoring.score_untouched`
+    reference: Any  # the Ray object reference of `scoring.score_untouched` (or of its cached figures)
+    cache_key: str | None = None  # where the figures, once scored, are kept for the next search (none: not kept)
 
     def result(self) -> Baseline:
         import ray
 
         scores = ray.get(self.reference)
+        if self.cache_key is not None:
+            from raycse.evaluation import untouched_cache
+
+            untouched_cache.store(self.cache_key, scores)
         return Baseline(objective=scores["by_pooler"][self.eval_pooler]["objective"], eval_pooler=self.eval_pooler,
                         by_pooler=scores["by_pooler"], test=scores["test"])
 

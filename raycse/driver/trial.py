@@ -169,13 +169,24 @@ def worker_start_seconds(now: float) -> float:
     return max(0.0, now - since)
 
 
+def trial_started_at(worker_start_s: float) -> float:
+    """When this trial counts as started, for how many ran at once: a new worker from its creation (its start-up,
+    `worker_start_s`, is part of the trial), a reused one from now."""
+    return time.time() - worker_start_s if _previous_trial_end is None else time.time()
+
+
+def trial_ended() -> None:
+    """Note that this worker process finished a trial: the next one in it starts with no start-up to count."""
+    global _previous_trial_end
+    _previous_trial_end = time.time()
+
+
 def run_trial(tune_config: dict, space: SearchSpace, context: TrialContext, shared_tokens=None) -> None:
     """The Tune function trainable: one training of the configuration Tune gives.
 
     shared_tokens: the training data's token ids, made once by the driver (raycse.data.tokens); Tune hands them over
     through Ray's object store.
     """
-    global _previous_trial_end
     from ray import tune
 
     worker_start_s = worker_start_seconds(time.time())
@@ -201,7 +212,7 @@ def run_trial(tune_config: dict, space: SearchSpace, context: TrialContext, shar
             _run_on_workers(config, space, tune_context, checkpoint)
             return
 
-        started_at = time.time() - worker_start_s if _previous_trial_end is None else time.time()
+        started_at = trial_started_at(worker_start_s)
 
         def report(metrics: dict, checkpoint_dir: str | None) -> None:
             metrics = {**metrics, TRIAL_STARTED_AT: started_at, REPORTED_AT: time.time()}  # how many ran at once
@@ -213,7 +224,7 @@ def run_trial(tune_config: dict, space: SearchSpace, context: TrialContext, shar
         shutil.rmtree(output_dir, ignore_errors=True)  # Tune keeps its own copy of every reported checkpoint
         if complementary_dir:
             shutil.rmtree(complementary_dir, ignore_errors=True)
-        _previous_trial_end = time.time()
+        trial_ended()
 
 
 def _restore(checkpoint, output_dir: str) -> bool:

@@ -2,7 +2,9 @@
 a Ray task with a trial's resources, so that it runs beside the search stage's first trials (the search stage waits
 for it at its end).
 
-Resume: the score is kept on the parent run (a tag) once known, and read back instead of scored again.
+Resume: the score is kept on the parent run (a tag) once known, and read back instead of scored again. Across
+searches: the figures are kept in the user's cache folder per fingerprint of the model and the data
+(raycse.evaluation.untouched_cache), and a later search from the same ones reuses them, saying so.
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from raycse.driver.outcome import Baseline
 from raycse.driver.scoring import score_untouched
 from raycse.driver.stages.base import Stage
 from raycse.driver.state import PendingBaseline, SearchState
+from raycse.evaluation import untouched_cache
 from raycse.records import BASELINE_TAG
 from raycse.settings.space import SearchSpace
 
@@ -32,10 +35,23 @@ class BaselineStage(Stage):
         plan = state.plan
         published = plan.published_sampled()
         headline = (plan.trial_config(published) if published else plan.base).poolers()[1]
+        poolers = evaluation_poolers(plan)
+        test_pooler = headline if plan.test_eval != "none" else None  # the untouched model's row of the test table
+        base = plan.base
+        key = untouched_cache.fingerprint(base.model, base.objective, base.objective_columns, poolers, test_pooler,
+                                          base.trust_remote_code, "cuda" if plan.resources.gpus_per_worker else "cpu")
+        cached = untouched_cache.load(key) if key else None
+        if cached is not None:
+            state.log(f"baseline: the untouched model's figures reused from {untouched_cache.cache_dir()} (the same "
+                      "model, objective and STS files as a run before; `raycse cache clear` forgets them)")
+            state.baseline = PendingBaseline(headline, ray.put(cached))
+            return
+        state.log("baseline: scoring the untouched model (its objective" + (" and the seven STS test tasks"
+                  if test_pooler else "") + f"), beside the first trials; kept in {untouched_cache.cache_dir()} for "
+                  "the next run")
         task = ray.remote(score_untouched).options(num_cpus=plan.resources.cpus_per_worker,
                                                   num_gpus=plan.resources.gpus_per_worker)
-        test_pooler = headline if plan.test_eval != "none" else None  # the untouched model's row of the test table
-        state.baseline = PendingBaseline(headline, task.remote(plan.base, evaluation_poolers(plan), test_pooler))
+        state.baseline = PendingBaseline(headline, task.remote(base, poolers, test_pooler), cache_key=key)
 
 
 def evaluation_poolers(plan: SearchSpace) -> list[str]:

@@ -1,0 +1,93 @@
+"""The untouched model's figures (its objective with each evaluation pooler, its seven STS test tasks), kept on disk
+per fingerprint of everything they depend on, so that a second search from the same model and data does not score
+them again.
+
+The fingerprint covers the model's files (their names and bytes), the objective (a named one, or the bytes of a
+development file and its columns), the poolers, whether remote code is trusted, the bundled STS files, the device
+kind, the torch and transformers versions, and FORMAT (raised whenever scoring changes what it computes). A model
+that is not a local directory (a hub id) has no fingerprint and is scored every time.
+
+Where: $RAYCSE_CACHE_DIR if set, else $XDG_CACHE_HOME/raycse, else ~/.cache/raycse; `raycse cache clear` empties it.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from raycse.data import BUNDLED_DIR
+from raycse.files import write_json_atomic
+
+CACHE_ENV = "RAYCSE_CACHE_DIR"
+FORMAT = 1
+_SUBDIR = "untouched"
+
+
+def cache_dir() -> Path:
+    """The folder that holds raycse's cached figures."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "raycse"
+
+
+def _hash_tree(digest, root: Path) -> None:
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        digest.update(str(path.relative_to(root)).encode() + b"\0")
+        with path.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+
+
+def fingerprint(model: str, objective: str, objective_columns: str | None, poolers: list[str],
+                test_pooler: str | None, trust_remote_code: bool, device: str) -> str | None:
+    """The key of the untouched model's figures, or None when the model is not a local directory."""
+    import torch
+    import transformers
+
+    from raycse.encoder.loading import resolve_model_path
+
+    model_dir = Path(resolve_model_path(model))
+    if not model_dir.is_dir():
+        return None
+    digest = hashlib.sha256()
+    digest.update(json.dumps([FORMAT, poolers, test_pooler, trust_remote_code, device, objective_columns,
+                              torch.__version__, transformers.__version__]).encode())
+    _hash_tree(digest, model_dir)
+    objective_file = Path(objective)
+    if objective_file.is_file():  # a development file: its bytes, not its name
+        digest.update(b"dev-file\0" + objective_file.read_bytes())
+    else:
+        digest.update(b"named\0" + objective.encode())
+    _hash_tree(digest, BUNDLED_DIR / "senteval")
+    return digest.hexdigest()
+
+
+def _path(key: str) -> Path:
+    return cache_dir() / _SUBDIR / f"{key}.json"
+
+
+def load(key: str) -> dict | None:
+    """The figures kept under `key`, or None (none kept, or a file that cannot be read: scored again)."""
+    try:
+        return json.loads(_path(key).read_text())["scores"]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def store(key: str, scores: dict) -> Path:
+    """Keep `scores` under `key` (a whole file or none); returns where."""
+    path = _path(key)
+    write_json_atomic(path, {"format": FORMAT, "scores": scores})
+    return path
+
+
+def clear() -> int:
+    """Remove every cached figure; returns how many files were removed."""
+    folder = cache_dir() / _SUBDIR
+    removed = 0
+    for path in folder.glob("*.json") if folder.is_dir() else ():
+        path.unlink(missing_ok=True)
+        removed += 1
+    return removed
