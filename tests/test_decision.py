@@ -351,3 +351,17 @@ def test_the_judgment_stops_at_the_look_a_boundary_is_crossed_and_reports_a_repe
     half = judgment.t_boundary((6, 12, 18), 12) * v.std / math.sqrt(12)
     assert v.low == pytest.approx(v.mean - half) and half > T975[17] * v.std / math.sqrt(12)
     assert "stopped at look 2" in d.sentence and "repeated 95% interval" in d.sentence
+
+
+def test_a_difference_too_small_to_matter_stops_for_futility_but_never_at_the_last_look():
+    plan = default_plan("full", top_k=1, choose_seeds=0)  # looks 6, 9, 12, 18
+    judge = plan.seeds().judge
+    level = [78.0, 78.4, 77.9, 78.2, 78.1, 78.3]
+    w = runs(judge[:6], [80.0] * 6, level)
+    p = runs(judge[:6], [80.0] * 6, [x + d for x, d in zip(level, [0.1, -0.1, 0.05, -0.05, 0.2, -0.21])])
+    d = decide([ConfigScores("w", 1, judge=w), ConfigScores("p", None, judge=p)], published="p",
+               baseline=Baseline(70.0, {"avg": 78.15}), plan=plan)
+    assert d.look == 1 and d.stopped == "futility" and not d.beats_published and not d.beats_baseline
+    single = decide([ConfigScores("w", 1, judge=w), ConfigScores("p", None, judge=p)], published="p",
+                    baseline=Baseline(70.0, {"avg": 78.15}), plan=cpu_plan(judge_seeds=6))
+    assert single.stopped is None  # one look: nothing stops early

@@ -146,7 +146,7 @@ class ConfirmPlan:
 # section) for 3 more trials. CPU budget: no choosing block and 2 judging seeds, the least that gives an
 # interval, of which one scores the test tasks (about 2 minutes on 2 cores each): a demonstration of the mechanism,
 # which does not judge the winner against the untouched model.
-FULL_DEFAULTS = {"top_k": 3, "choose_seeds": 3, "judge_seeds": 18, "looks": (6, 12, 18)}
+FULL_DEFAULTS = {"top_k": 3, "choose_seeds": 3, "judge_seeds": 18, "looks": (6, 9, 12, 18)}
 CPU_DEFAULTS = {"top_k": 1, "choose_seeds": 0, "judge_seeds": 2, "test_seeds": 1}
 
 
@@ -459,8 +459,7 @@ def decide(configs: Sequence[ConfigScores], *, published: str | None, baseline: 
     look = judgment.look_of(plan.design_looks, n_seen)
     below_baseline = bool(versus_baseline and versus_baseline.high is not None and versus_baseline.high < 0)
     stopped = judgment.stop_reason((versus, beats_published, below_published),
-                                   (versus_baseline, beats_baseline, below_baseline), detectable,
-                                   look if plan.looks is not None else 0)
+                                   (versus_baseline, beats_baseline, below_baseline), plan.design_looks, look)
 
     marks = tuple(_marks(summaries))
     decision = Decision(

@@ -17,16 +17,17 @@ side is the better there); a seed not run (cancelled by a stopping look, or not 
 left out. Against the untouched model a failed seed takes min(worst observed, the untouched figure): a diverged
 model is no better than not training. The failure rate is shown with its Wilson 95% interval.
 
-Sequential looks. The judging block looks at its paired differences after each of `looks` seeds (6, 12, 18 on the
-full budget). The boundaries come from the Lan-DeMets O'Brien-Fleming-type spending function
+Sequential looks. The judging block looks at its paired differences after each of `looks` seeds (6, 9, 12, 18 on
+the full budget). The boundaries come from the Lan-DeMets O'Brien-Fleming-type spending function
 alpha(t) = 2 - 2 Phi(z_{1-alpha/2} / sqrt(t)), one-sided 2.5% for "beats" and the same for "falls below", computed
 exactly on the z scale (the joint normal law of the look statistics, corr(Z_i, Z_j) = sqrt(n_i / n_j), solved look
 by look with scipy's multivariate normal), then carried to the t scale at each look by equal nominal p-value:
 c_t = t_{n_k - 1}(Phi(c_z)). With 6 pairs and an estimated sd the z boundary would be anti-conservative (t_5 has
 heavy tails); the equal-p-value t-analogue is the standard small-sample choice and reduces to the fixed design's
 t interval at a single look. The repeated confidence interval at look k is mean +- c_t,k * sd / sqrt(n_k); it is
-valid whichever look stopped. Futility (non-binding, so the boundaries ignore it): stop when the repeated interval
-lies inside (-detectable, +detectable): any difference left is smaller than the design could detect.
+valid whichever look stopped. Futility (non-binding, so the boundaries ignore it and alpha is never exceeded): at an
+interim look, stop when |t| < FUTILITY_T[look]: the difference seen is too small for the remaining seeds to make it
+detectable.
 """
 from __future__ import annotations
 
@@ -38,6 +39,10 @@ from dataclasses import dataclass
 from scipy import stats as scipy_stats
 
 ALPHA_ONE_SIDED = 0.025
+# Non-binding futility bounds on |t| at the interim looks (6, 9 and 12 pairs of the full budget's 6, 9, 12, 18):
+# under the null they stop the block early often enough to save ~37% of 18 fixed seeds, and they cost ~4 points of
+# power at a true difference of 1 seed-std (docs/judging.md gives the simulation).
+FUTILITY_T = (0.4, 0.6, 0.8)
 TEST = "test"
 SPLIT = "split"
 JUDGED_WORDS = {TEST: "the seven-task test average", SPLIT: "the held-out part of the objective's pairs"}
@@ -156,12 +161,21 @@ def look_of(looks: Sequence[int], n: int) -> int:
     return sum(1 for m in looks if m <= n)
 
 
-def stop_reason(published: tuple, baseline: tuple, detectable: float | None, look: int) -> str | None:
+def futility_bound(looks: Sequence[int], look: int) -> float:
+    """The non-binding futility bound on |t| at an interim look (1-based); 0 at the last look (no futility there)."""
+    if look >= len(looks) or look < 1:
+        return 0.0
+    return FUTILITY_T[min(look, len(FUTILITY_T)) - 1]
+
+
+def stop_reason(published: tuple, baseline: tuple, looks: Sequence[int], look: int) -> str | None:
     """Why the judging block stops at this look, or None to go on. Each judgment is (interval, beats, falls below);
-    it is settled when a boundary is crossed ("beats", "falls below") or when it is futile (the repeated interval
-    lies inside +-detectable). The block stops when every judgment that can be made is settled; the reason given is
-    the judgment against the published point's, else the untouched model's. Before the first look: None."""
-    if look == 0:
+    it is settled when a boundary is crossed ("beats", "falls below") or, at an interim look, when it is futile: the
+    paired t statistic |mean / (sd / sqrt(n))| is below the futility bound (the difference is too small for the
+    remaining seeds to be worth running). The block stops when every judgment that can be made is settled; the
+    reason given is the judgment against the published point's, else the untouched model's. Before the first look,
+    or with a single look: None."""
+    if look == 0 or len(looks) < 2:
         return None
 
     def settled(interval, up, down) -> str | None:
@@ -171,7 +185,7 @@ def stop_reason(published: tuple, baseline: tuple, detectable: float | None, loo
             return "beats"
         if down:
             return "falls below"
-        if detectable is not None and -detectable < interval.low and interval.high < detectable:
+        if interval.std and abs(interval.mean) / (interval.std / math.sqrt(interval.n)) < futility_bound(looks, look):
             return "futility"
         return None
 
