@@ -365,3 +365,18 @@ def test_a_difference_too_small_to_matter_stops_for_futility_but_never_at_the_la
     single = decide([ConfigScores("w", 1, judge=w), ConfigScores("p", None, judge=p)], published="p",
                     baseline=Baseline(70.0, {"avg": 78.15}), plan=cpu_plan(judge_seeds=6))
     assert single.stopped is None  # one look: nothing stops early
+
+
+def test_a_space_file_plans_its_looks_and_refuses_bad_ones(tmp_path):
+    from raycse.driver.confirmation import confirm_plan
+    from raycse.errors import ConfigError
+    from raycse.settings.space import load_space
+
+    focal = Path(__file__).resolve().parents[1] / "search_spaces" / "focal.yaml"
+    space = load_space(focal)
+    assert confirm_plan(space, "full").looks == (6, 9, 12, 18)
+    assert confirm_plan(space.with_cpu_budget(), "cpu").looks is None  # 2 judging seeds: one look
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(focal.read_text().replace("judge_seeds: 18}", "judge_seeds: 18, looks: [6, 12, 17]}", 1))
+    with pytest.raises(ConfigError, match=r"confirm\.looks must be rising whole numbers .* \(18\)"):
+        load_space(bad)
