@@ -81,7 +81,7 @@ def wilson(failed: int, ran: int, confidence: float = 0.95) -> FailureRate:
     """The Wilson score interval of a proportion (it stays inside [0, 1] and is sensible at 0 of n)."""
     if ran == 0:
         return FailureRate(0, 0, 0.0, 1.0)
-    z = float(scipy_stats.norm.ppf(0.5 + confidence / 2))
+    z = _z(confidence)
     p = failed / ran
     centre = (p + z * z / (2 * ran)) / (1 + z * z / ran)
     half = z * math.sqrt(p * (1 - p) / ran + z * z / (4 * ran * ran)) / (1 + z * z / ran)
@@ -152,8 +152,17 @@ def t_boundary(looks: tuple[int, ...], n: int, alpha: float = ALPHA_ONE_SIDED) -
     looks, the last), carried by equal nominal p-value to t with n - 1 df. A single look is the fixed t test."""
     reached = [k for k, m in enumerate(looks) if m <= n]
     k = reached[-1] if reached else 0
-    nominal = float(scipy_stats.norm.sf(z_boundaries(tuple(looks), alpha)[k]))
-    return float(scipy_stats.t.isf(nominal, n - 1))
+    return _t_isf(float(scipy_stats.norm.sf(z_boundaries(tuple(looks), alpha)[k])), n - 1)
+
+
+@functools.lru_cache(maxsize=4096)
+def _t_isf(p: float, df: int) -> float:
+    return float(scipy_stats.t.isf(p, df))
+
+
+@functools.lru_cache(maxsize=8)
+def _z(confidence: float) -> float:
+    return float(scipy_stats.norm.ppf(0.5 + confidence / 2))
 
 
 def look_of(looks: Sequence[int], n: int) -> int:
@@ -172,9 +181,10 @@ def stop_reason(published: tuple, baseline: tuple, looks: Sequence[int], look: i
     """Why the judging block stops at this look, or None to go on. Each judgment is (interval, beats, falls below);
     it is settled when a boundary is crossed ("beats", "falls below") or, at an interim look, when it is futile: the
     paired t statistic |mean / (sd / sqrt(n))| is below the futility bound (the difference is too small for the
-    remaining seeds to be worth running). The block stops when every judgment that can be made is settled; the
-    reason given is the judgment against the published point's, else the untouched model's. Before the first look,
-    or with a single look: None."""
+    remaining seeds to be worth running). The judgment against the published point drives the block (its runs are
+    the expensive half, and the question the search asks); without one, the judgment against the untouched model
+    does. The other judgment is reported at the same look: its repeated interval is valid at any look. Before the
+    first look, or with a single look: None."""
     if look == 0 or len(looks) < 2:
         return None
 
@@ -189,7 +199,5 @@ def stop_reason(published: tuple, baseline: tuple, looks: Sequence[int], look: i
             return "futility"
         return None
 
-    first, second = settled(*published), settled(*baseline)
-    if first is None or second is None or first == second == "none":
-        return None
-    return first if first != "none" else second
+    first = settled(*published)
+    return first if first != "none" else (None if (second := settled(*baseline)) == "none" else second)
