@@ -380,3 +380,19 @@ def test_a_space_file_plans_its_looks_and_refuses_bad_ones(tmp_path):
     bad.write_text(focal.read_text().replace("judge_seeds: 18}", "judge_seeds: 18, looks: [6, 12, 17]}", 1))
     with pytest.raises(ConfigError, match=r"confirm\.looks must be rising whole numbers .* \(18\)"):
         load_space(bad)
+
+
+def test_the_pipeline_simulation_runs_through_the_decision_and_its_detectable_difference_is_exact(monkeypatch):
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "judging_sim.py"
+    spec = importlib.util.spec_from_file_location("judging_sim", path)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)
+    spec.loader.exec_module(module)
+    # the exact noncentral t, not the normal approximation (14.1 sigma at n = 2)
+    assert module.smallest_detectable_exact(2) == pytest.approx(16.33, abs=0.01)
+    assert module.smallest_detectable_exact(18) == pytest.approx(0.99, abs=0.01)
+    null = module.simulate("focal", 150, share=0.5, divergence=0.2, seed=3)
+    assert null["reps"] > 140 and null["judging_runs"]["seq"] < null["judging_runs"]["fixed"]
+    assert null["false_beats_published"]["seq"]["rate"] < 0.10 and abs(null["bias"]["mean"]) < 0.3
+    strong = module.simulate("focal", 100, share=0.0, divergence=0.0, margin=3.0, seed=4)
+    assert strong["power"]["seq"]["rate"] > 0.5  # a 3-sigma better configuration is usually found and judged better

@@ -252,7 +252,8 @@ class Decision:
     winner: str | None
     published: str | None
     configs: tuple[ConfigSummary, ...]
-    versus_published: Interval | None  # the judged figure, judging seeds: winner - published, paired, failures in
+    versus_published: Interval | None  # the judged figure, judging seeds: winner - published, paired, the winner's
+    # failures at the worst value (the interval that judges "beats"; "falls below" is judged on its mirror)
     versus_published_test: dict[str, Interval]  # the same on each test task (valid pairs only)
     winner_test: Interval | None  # the winner's test_key figure over its valid judging seeds
     baseline: Baseline
@@ -425,12 +426,13 @@ def decide(configs: Sequence[ConfigScores], *, published: str | None, baseline: 
     seed_noise = stats.pooled_std(groups)
     seed_noise_df = sum(len(g) - 1 for g in groups)
 
-    versus = versus_dev = None
+    versus = versus_dev = mirror = None
     versus_test = {}
     if w is not None and p is not None and w is not p:
         versus_dev = _paired(w.judge, p.judge, lambda s: s.dev)
-        diffs = judgment.paired_with_failures(judged_w, _judged_by_seed(p, plan, seeds.judge))
-        versus = _sequential_interval(diffs, plan)
+        judged_p = _judged_by_seed(p, plan, seeds.judge)
+        versus = _sequential_interval(judgment.paired_with_failures(judged_w, judged_p, against="a"), plan)
+        mirror = _sequential_interval(judgment.paired_with_failures(judged_w, judged_p, against="b"), plan)
         tasks = sorted({t for s in w.judge for t in s.test} & {t for s in p.judge for t in s.test})
         for task in tasks:
             interval = _paired(w.judge, p.judge, lambda s, task=task: s.test.get(task))
@@ -442,7 +444,9 @@ def decide(configs: Sequence[ConfigScores], *, published: str | None, baseline: 
     if winner in failures and published in failures and winner != published:
         fails_more[published] = judgment.fails_more(failures[winner], failures[published])
     beats_published = bool(versus and versus.low is not None and versus.low > 0 and not fails_more.get(published))
-    below_published = bool(versus and versus.high is not None and versus.high < 0)
+    below_published = bool(mirror and mirror.high is not None and mirror.high < 0
+                           and not (failures.get(published) and judgment.fails_more(failures[published],
+                                                                                   failures.get(winner))))
 
     winner_summary = next((s for s in summaries if s.is_winner), None)
     winner_test = winner_summary.judge.test.get(plan.test_key) if winner_summary and winner_summary.judge else None

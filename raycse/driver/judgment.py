@@ -8,14 +8,17 @@ one that took part in no choice: the seven-task test average ("test", the defaul
 for an objective whose pairs are split, the held-out part ("split": `SeedScore.held_out`). The dev figure stays
 visible, labelled as the data that chose.
 
-Failures. A judging seed whose run diverged or failed counts against its configuration (worst-value imputation):
-it takes the worst value observed on that figure in the judging block (over both sides). Imputation alone is mild
-when the survivors are far ahead, so a second rule blocks "beats": a configuration whose failure rate exceeds its
-comparator's by more than chance (one-sided Fisher exact test at 2.5%; the untouched model counts as never
-failing) cannot beat it, whatever its surviving seeds show. A seed both sides lost is dropped (neither
-side is the better there); a seed not run (cancelled by a stopping look, or not reached) is not a failure and is
-left out. Against the untouched model a failed seed takes min(worst observed, the untouched figure): a diverged
-model is no better than not training. The failure rate is shown with its Wilson 95% interval.
+Failures. A judging seed whose run diverged or failed counts against its configuration in the judgment of its
+configuration's claim (worst-value imputation): for "beats" (the winner's claim) the winner's failed seeds take the
+worst value observed on that figure in the judging block, over both sides, and the seeds the published point lost are
+left out (its failure is no evidence that the winner is better); "falls below" is judged on the mirror. So a failure
+never helps the other side to a claim, and a configuration that fails cannot claim on the seeds it survived.
+Imputation alone is mild when the survivors are far ahead, so a second rule blocks a claim: a configuration whose
+failure rate exceeds its rival's by more than chance (one-sided Fisher exact test at 2.5%; the untouched model
+counts as never failing) cannot beat it, whatever its surviving seeds show. A seed not run (cancelled by a stopping
+look, or not reached) is not a failure and is left out. Against the untouched model a failed seed takes
+min(worst observed, the untouched figure): a diverged model is no better than not training. The failure rate is
+shown with its Wilson 95% interval.
 
 Sequential looks. The judging block looks at its paired differences after each of `looks` seeds (6, 9, 12, 18 on
 the full budget). The boundaries come from the Lan-DeMets O'Brien-Fleming-type spending function
@@ -89,9 +92,10 @@ def wilson(failed: int, ran: int, confidence: float = 0.95) -> FailureRate:
 
 
 # ------------------------------------------------------------------------------------------ imputation
-def paired_with_failures(a: dict[int, float | None], b: dict[int, float | None]) -> list[float]:
-    """a - b over the seeds either side ran. A value of None is a run that diverged or failed: it takes the worst
-    value observed on either side; a seed both lost is dropped. Seeds absent from a dict were not run."""
+def paired_with_failures(a: dict[int, float | None], b: dict[int, float | None], against: str = "a") -> list[float]:
+    """a - b over the seeds both sides ran, failures counted against `against` ("a" or "b"): its failed runs (value
+    None) take the worst value observed on either side; a seed the other side lost is left out (its failure is not
+    evidence for `against`'s rival). Seeds absent from a dict were not run."""
     observed = [v for v in (*a.values(), *b.values()) if v is not None]
     if not observed:
         return []
@@ -99,7 +103,7 @@ def paired_with_failures(a: dict[int, float | None], b: dict[int, float | None])
     diffs = []
     for seed in sorted(set(a) & set(b)):
         x, y = a[seed], b[seed]
-        if x is None and y is None:
+        if (against == "a" and y is None) or (against == "b" and x is None):
             continue
         diffs.append((worst if x is None else x) - (worst if y is None else y))
     return diffs
