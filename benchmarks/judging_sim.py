@@ -25,10 +25,10 @@ Every figure is in units of the seed noise sigma of the dev objective. Per repet
                 one look) is run on the same draws.
 
 Measured: the bias of the reported winner - published on the test average over the pairs both ran (mean minus the
-true difference, over repetitions whose winner is not the published point; the judged interval also counts failures,
-so it is lower by design when the winner fails), false "beats published" and "beats untouched" (the flag while the truth is not
-better), power at `margin`, judging runs per repetition (sequential against fixed), and the Monte-Carlo error of
-each. Only the draws are vectorised; every decision is raycse.driver's.
+true difference, over repetitions whose winner is not the published point; the judged interval also counts
+failures, so it is lower by design when the winner fails), false "beats published" and "beats untouched" (the flag
+while the truth is not better), power at `margin`, judging runs per repetition (sequential against fixed), and
+the Monte-Carlo error of each. Only the draws are vectorised; every decision is raycse.driver's.
 """
 from __future__ import annotations
 

@@ -103,7 +103,7 @@ class ConfirmPlan:
     test_label: str = "seven-task test average"
     test_key: str = "avg"
     judge_on: str = judgment.TEST  # the figure that judges: "test" (seven-task average) or "split" (held-out pairs)
-    looks: tuple[int, ...] | None = None  # interim looks of the judging block (pairs); None: one look at the end
+    looks: tuple[int, ...] | None = None  # interim looks of the judging block (seeds run); None: one look at the end
 
     def __post_init__(self):
         if self.budget not in BUDGETS:
@@ -383,15 +383,15 @@ def _judged_by_seed(config: ConfigScores | None, plan: ConfirmPlan, seeds: tuple
     return out
 
 
-def _sequential_interval(diffs: Sequence[float], plan: ConfirmPlan) -> Interval | None:
-    """The mean of the differences with its repeated confidence interval at the look their number reaches (the
-    fixed design's two-sided 95% t interval when the plan has one look)."""
+def _sequential_interval(diffs: Sequence[float], plan: ConfirmPlan, look: int) -> Interval | None:
+    """The mean of the differences with its repeated confidence interval at `look`, the look the judging seeds run
+    reach (the fixed design's two-sided 95% t interval when the plan has one look)."""
     if not diffs:
         return None
     plain = mean_interval(diffs)
     if plain.std is None:
         return plain
-    half = judgment.t_boundary(plan.design_looks, plain.n) * plain.std / math.sqrt(plain.n)
+    half = judgment.t_boundary(plan.design_looks, plain.n, look=look) * plain.std / math.sqrt(plain.n)
     return replace(plain, low=plain.mean - half, high=plain.mean + half)
 
 
@@ -422,6 +422,8 @@ def decide(configs: Sequence[ConfigScores], *, published: str | None, baseline: 
     by_key = {c.key: c for c in configs}
     w, p = by_key.get(winner), by_key.get(published)
     judged_w = _judged_by_seed(w, plan, seeds.judge)
+    seeds_run = len({s.seed for c in (w, p) if c is not None for s in c.judge if s.seed in seeds.judge})
+    look = judgment.look_of(plan.design_looks, seeds_run)
     groups = [block.values for s in summaries for block in (s.choose, s.judge) if block is not None and block.n > 1]
     seed_noise = stats.pooled_std(groups)
     seed_noise_df = sum(len(g) - 1 for g in groups)
@@ -431,8 +433,8 @@ def decide(configs: Sequence[ConfigScores], *, published: str | None, baseline: 
     if w is not None and p is not None and w is not p:
         versus_dev = _paired(w.judge, p.judge, lambda s: s.dev)
         judged_p = _judged_by_seed(p, plan, seeds.judge)
-        versus = _sequential_interval(judgment.paired_with_failures(judged_w, judged_p, against="a"), plan)
-        mirror = _sequential_interval(judgment.paired_with_failures(judged_w, judged_p, against="b"), plan)
+        versus = _sequential_interval(judgment.paired_with_failures(judged_w, judged_p, against="a"), plan, look)
+        mirror = _sequential_interval(judgment.paired_with_failures(judged_w, judged_p, against="b"), plan, look)
         tasks = sorted({t for s in w.judge for t in s.test} & {t for s in p.judge for t in s.test})
         for task in tasks:
             interval = _paired(w.judge, p.judge, lambda s, task=task: s.test.get(task))
@@ -453,14 +455,12 @@ def decide(configs: Sequence[ConfigScores], *, published: str | None, baseline: 
     base_test = baseline.test.get(plan.test_key)
     versus_baseline = None
     if base_test is not None and any(v is not None for v in judged_w.values()):
-        versus_baseline = _sequential_interval(judgment.against_fixed_with_failures(judged_w, base_test), plan)
+        versus_baseline = _sequential_interval(judgment.against_fixed_with_failures(judged_w, base_test), plan, look)
     baseline_judged = versus_baseline is not None and versus_baseline.low is not None
     beats_baseline = bool(baseline_judged and versus_baseline.low > 0 and not fails_more.get(None))
 
     detectable_n = versus.n if versus is not None else plan.judge_seeds
     detectable = smallest_detectable(seed_noise, detectable_n)
-    n_seen = max((x.n for x in (versus, versus_baseline) if x is not None), default=0)
-    look = judgment.look_of(plan.design_looks, n_seen)
     below_baseline = bool(versus_baseline and versus_baseline.high is not None and versus_baseline.high < 0)
     stopped = judgment.stop_reason((versus, beats_published, below_published),
                                    (versus_baseline, beats_baseline, below_baseline), plan.design_looks, look)

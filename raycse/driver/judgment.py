@@ -151,12 +151,12 @@ def z_boundaries(looks: tuple[int, ...], alpha: float = ALPHA_ONE_SIDED) -> tupl
     return tuple(bounds)
 
 
-def t_boundary(looks: tuple[int, ...], n: int, alpha: float = ALPHA_ONE_SIDED) -> float:
-    """The t-scale boundary for n pairs: the look that n reaches (the last look at or below n; beyond the design's
-    looks, the last), carried by equal nominal p-value to t with n - 1 df. A single look is the fixed t test."""
-    reached = [k for k, m in enumerate(looks) if m <= n]
-    k = reached[-1] if reached else 0
-    return _t_isf(float(scipy_stats.norm.sf(z_boundaries(tuple(looks), alpha)[k])), n - 1)
+def t_boundary(looks: tuple[int, ...], n: int, alpha: float = ALPHA_ONE_SIDED, look: int | None = None) -> float:
+    """The t-scale boundary at a look (1-based; by default the look that n seeds reach, the first before it),
+    carried by equal nominal p-value to t with n - 1 df, n the pairs that count (a seed one side lost may be left
+    out: the look is the seeds run, not the pairs). A single look is the fixed t test."""
+    k = (look_of(looks, n) if look is None else look) or 1
+    return _t_isf(float(scipy_stats.norm.sf(z_boundaries(tuple(looks), alpha)[min(k, len(looks)) - 1])), n - 1)
 
 
 @functools.lru_cache(maxsize=4096)
