@@ -80,11 +80,14 @@ class CardFacts:
     registered_model: dict  # {"name", "version"}
     checkpoint: dict = field(default_factory=dict)  # the exported checkpoint's trial, as the summary lists it
     checkpoint_rule: str = ""  # why that checkpoint of the winner's runs
+    versus_published_dev: dict | None = None  # the same on dev, the data that chose: shown, never judges
+    answer: list[str] = field(default_factory=list)  # the answer block, as the printed answer and the page open
 
 
 def card_facts(summary: dict) -> CardFacts:
     """The card's facts from `search_summary.json`: the one place that reads the summary's answer fields
     (the `decision` block of raycse/driver/summary.py, its `winner`, `test_table` and `registered`)."""
+    from raycse.report.answer import answer_block
     from raycse.report.tables import test_table_rows
 
     winner = summary.get("winner") or {}
@@ -113,7 +116,8 @@ def card_facts(summary: dict) -> CardFacts:
         seed_noise=decision.get("seed_noise"), seed_noise_df=decision.get("seed_noise_df"),
         detectable=decision.get("detectable"), study_name=summary.get("study_name", "?"),
         optuna_storage=summary.get("optuna_storage", "?"), registered_model=summary.get("registered_model") or {},
-        checkpoint=trial, checkpoint_rule=registered.get("rule", ""))
+        checkpoint=trial, checkpoint_rule=registered.get("rule", ""), answer=answer_block(summary),
+        versus_published_dev=decision.get("versus_published_dev"))
 
 
 @dataclass
@@ -237,6 +241,11 @@ def card_body(facts: CardFacts, provenance: Provenance, model_id: str = "PATH_OR
         f"loss ({fmt_params(facts.params) or 'its published hyperparameters'}) on {corpus}, for {steps} steps. "
         f"A raycse search (Ray Tune + Optuna) chose the configuration among {facts.searched}.",
         "",
+        *(f"- {line}" for line in facts.answer),
+        "",
+        f"This checkpoint is seed {trial.get('seed', '?')}'s run; the test figures are means over the judging seeds, "
+        "not this checkpoint's own.",
+        "",
         "```python",
         "from sentence_transformers import SentenceTransformer",
         "",
@@ -249,14 +258,13 @@ def card_body(facts: CardFacts, provenance: Provenance, model_id: str = "PATH_OR
         "",
         _method(facts),
         "",
-        markdown_table(["", facts.objective], [
-            ["the untouched model (baseline, one evaluation)", score(facts.baseline)],
+        markdown_table(["", f"{facts.objective} (dev: the data that chose; shown, not judged)"], [
             [f"the published point ({published.get('family', '-')} {fmt_params(published.get('params') or {})})",
              "this configuration" if facts.is_published else _figure(published)],
             [f"**this configuration** ({facts.family} {fmt_params(facts.params)}){judged}", _figure(facts.winner)],
-            ["this configuration − the published point",
+            ["this configuration − the published point (dev, not judged)",
              "the same configuration" if facts.is_published else
-             _interval(facts.versus_published) if facts.versus_published else "-"]]),
+             _interval(facts.versus_published_dev) if facts.versus_published_dev else "-"]]),
         "",
         "Means ± std over seeds (n seeds); the interval is Student-t, 95%, paired by seed. "
         + (f"Seed noise (the pooled within-configuration std): {facts.seed_noise:.2f}, df = {facts.seed_noise_df}"

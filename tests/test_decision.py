@@ -51,8 +51,8 @@ def test_mean_interval_is_student_t_with_its_df():
 def test_winner_minus_published_is_paired_over_the_judging_seeds():
     plan = cpu_plan(judge_seeds=4)
     judge = plan.seeds().judge  # 43..46
-    configs = [ConfigScores("w", 1, judge=runs(judge, [80.5, 81.6, 79.4, 80.0])),
-               ConfigScores("p", None, judge=runs(judge, [80.0, 81.0, 79.0, 79.5]))]
+    w, p = [80.5, 81.6, 79.4, 80.0], [80.0, 81.0, 79.0, 79.5]  # the test average judges; dev only chose
+    configs = [ConfigScores("w", 1, judge=runs(judge, [0.0] * 4, w)), ConfigScores("p", None, judge=runs(judge, p, p))]
     d = decide(configs, published="p", baseline=Baseline(), plan=plan)
     # differences 0.5, 0.6, 0.4, 0.5: mean 0.5, sd 0.0816497, df 3
     v = d.versus_published
@@ -66,8 +66,8 @@ def test_winner_minus_published_is_paired_over_the_judging_seeds():
 def test_a_difference_whose_interval_covers_zero_neither_beats_nor_falls_below():
     plan = cpu_plan()
     judge = plan.seeds().judge
-    configs = [ConfigScores("w", 1, judge=runs(judge, [81.0, 82.0, 83.0])),
-               ConfigScores("p", None, judge=runs(judge, [80.0, 80.0, 80.0]))]  # differences 1, 2, 3: [-0.48, 4.48]
+    configs = [ConfigScores("w", 1, judge=runs(judge, [81.0, 82.0, 83.0], [81.0, 82.0, 83.0])),
+               ConfigScores("p", None, judge=runs(judge, [80.0] * 3, [80.0] * 3))]  # differences 1, 2, 3
     d = decide(configs, published="p", baseline=Baseline(), plan=plan)
     assert d.versus_published.low < 0 < d.versus_published.high
     assert not d.beats_published and not d.below_published
@@ -101,13 +101,17 @@ def test_the_smallest_detectable_difference_uses_sqrt2_times_the_pooled_std_and_
 def test_a_diverged_seed_is_excluded_counted_and_marked():
     plan = cpu_plan(judge_seeds=5)
     judge = plan.seeds().judge
-    winner = runs(judge[:4], [80.0, 81.0, 82.0, 83.0]) + (SeedScore(judge[4], DIVERGED, -100.0),)
-    configs = [ConfigScores("w", 1, judge=winner), ConfigScores("p", None, judge=runs(judge, [79.0] * 5))]
+    figures = [80.0, 81.0, 82.0, 83.0]
+    winner = runs(judge[:4], figures, figures) + (SeedScore(judge[4], DIVERGED, -100.0),)
+    configs = [ConfigScores("w", 1, judge=winner), ConfigScores("p", None, judge=runs(judge, [79.0] * 5, [79.0] * 5))]
     d = decide(configs, published="p", baseline=Baseline(), plan=plan)
     block = d.config("w").judge
     assert block.count_text == "n = 4 of 5, 1 diverged" and block.short
     assert block.dev.mean == pytest.approx(81.5) and block.dev.n == 4  # -100 never enters the mean
-    assert d.versus_published.n == 4  # the pairs over the seeds both have valid
+    assert d.versus_published_dev.n == 4  # dev (shown, not judged): the pairs both have valid
+    assert d.versus_published.n == 5  # judged: the diverged seed counts, at the worst value (79)
+    assert d.versus_published.mean == pytest.approx((1 + 2 + 3 + 4 + 0) / 5)
+    assert d.failures["w"].failed == 1 and d.failures["w"].ran == 5
     assert any("n = 4 of 5, 1 diverged" in mark and "fewer than planned" in mark for mark in d.marks)
     assert "Marked:" in d.sentence
 
@@ -194,7 +198,8 @@ def test_with_one_judging_seed_on_test_the_untouched_model_is_not_judged_and_the
     assert not d.baseline_judged and not d.beats_baseline
     assert "not judged (only 1 judging seed scored the test tasks: test_seeds 1)" in d.sentence
     assert "the test tasks scored on 1 of them" in d.sentence
-    assert d.versus_published.n == 2  # dev is still judged on both seeds
+    assert d.versus_published.n == 1 and not d.beats_published  # the test average judges: one pair, no interval
+    assert d.versus_published_dev.n == 2  # dev shown on both seeds
 
 
 # ------------------------------------------------------------------------------------------ words
@@ -213,7 +218,7 @@ def test_the_verdict_names_the_method_the_sets_and_the_cpu_caveat():
     d = decide(configs, published="p", baseline=Baseline(79.0, {"avg": 77.0}), plan=plan)
     text = d.sentence
     assert "judged on fresh seeds" in text and "(seed 42)" in text and "seeds 43-44" in text
-    assert "(dev, judging seeds)" in text and "(test, judging seeds)" in text
+    assert "(dev, the data that chose" in text and "seven-task test average, judging seeds" in text
     assert "demonstration of the mechanism, not a decision" in text
     assert "± 0.3 " in text  # the winner's dev std over 2 seeds (0.283) to one digit
     assert d.as_dict()["sentence"] == text
@@ -276,3 +281,139 @@ def test_a_small_simulation_runs_and_shows_the_bias_it_removes(monkeypatch):
     # one judging seed on test: the CPU budget never judges the winner against the untouched model
     assert all(entry["null"]["beats_baseline"]["rate"] == 0.0 for name, entry in cpu["rules"].items()
                if name.startswith("decision"))
+
+
+# ------------------------------------------------------------------------------------------ judged on unchosen data
+def test_the_flags_come_from_the_test_average_not_from_the_dev_figures_that_chose():
+    plan = cpu_plan(judge_seeds=4)
+    judge = plan.seeds().judge
+    # on dev (the data that chose) the winner is 2 points ahead on every seed; on the test average it is level
+    configs = [ConfigScores("w", 1, judge=runs(judge, [82.0, 82.1, 82.2, 82.3], [78.0, 78.5, 77.5, 78.2])),
+               ConfigScores("p", None, judge=runs(judge, [80.0, 80.1, 80.2, 80.3], [78.1, 78.4, 77.6, 78.1]))]
+    d = decide(configs, published="p", baseline=Baseline(79.0, {"avg": 78.0}), plan=plan)
+    assert d.versus_published_dev.low > 1.9  # shown, labelled as the data that chose
+    assert not d.beats_published and d.versus_published.covers_zero
+    assert not d.beats_baseline and "the data that chose: shown, not judged" in d.sentence
+
+
+def test_a_split_objective_judges_on_its_held_out_pairs():
+    plan = cpu_plan(judge_seeds=3, judge_on="split")
+    judge = plan.seeds().judge
+    w = tuple(SeedScore(s, FINISHED, 90.0, {}, held_out=h) for s, h in zip(judge, [81.0, 82.0, 83.0]))
+    p = tuple(SeedScore(s, FINISHED, 80.0, {}, held_out=h) for s, h in zip(judge, [79.0, 79.9, 81.1]))
+    d = decide([ConfigScores("w", 1, judge=w), ConfigScores("p", None, judge=p)], published="p",
+               baseline=Baseline(), plan=plan)
+    assert d.versus_published.mean == pytest.approx(2.0) and d.versus_published.n == 3
+    assert "held-out part of the objective's pairs" in d.sentence
+    with pytest.raises(ValueError, match="judge_on"):
+        cpu_plan(judge_on="dev")
+
+
+# ------------------------------------------------------------------------------------------ failures count
+def test_a_winner_that_diverges_on_half_its_judging_seeds_beats_nothing():
+    plan = ConfirmPlan(budget="full", top_k=1, choose_seeds=0, judge_seeds=18)
+    judge = plan.seeds().judge
+    ok, lost = judge[::2], judge[1::2]
+    w = runs(ok, [85.0] * 9, [80.0 + 0.1 * i for i in range(9)]) + tuple(SeedScore(s, DIVERGED, -1.0) for s in lost)
+    p = runs(judge, [80.0] * 18, [78.0 + 0.05 * (i % 3) for i in range(18)])
+    d = decide([ConfigScores("w", 1, judge=w), ConfigScores("p", None, judge=p)], published="p",
+               baseline=Baseline(70.0, {"avg": 78.0}), plan=plan)
+    # on the nine seeds it survived it is 2 points ahead of both; the nine diverged seeds count at the worst value,
+    # and a failure rate above the comparator's by more than chance (Fisher, one-sided 2.5%) blocks "beats"
+    assert d.versus_published.n == 18 and d.versus_published.low > 0 and not d.beats_published
+    assert d.versus_baseline.n == 18 and d.versus_baseline.low > 0 and not d.beats_baseline
+    assert "fails more often than" in d.sentence
+    rate = d.failures["w"]
+    assert (rate.failed, rate.ran) == (9, 18) and rate.low == pytest.approx(0.2903, abs=1e-4)
+    assert rate.high == pytest.approx(0.7097, abs=1e-4)
+    assert "9 of 18 failed (95% interval 29-71%)" in d.sentence
+
+
+def test_a_configuration_missing_choosing_seeds_does_not_win_on_fewer_values():
+    plan = ConfirmPlan(budget="full", top_k=2, choose_seeds=3, judge_seeds=2)
+    seeds = plan.seeds().choose
+    lucky = runs(seeds[:1], [83.0]) + (SeedScore(seeds[1], FAILED), SeedScore(seeds[2], DIVERGED, -1.0))
+    steady = runs(seeds, [82.0, 83.0, 81.5])
+    configs = [ConfigScores("lucky", 1, choose=lucky), ConfigScores("steady", 2, choose=steady)]
+    # lucky's one value (83) beats steady's mean (82.17); with its lost seeds at the worst value (81.5: 82.0) not
+    assert choose_winner(configs, plan) == "steady"
+    not_run = [ConfigScores("lucky", 1, choose=runs(seeds[:1], [83.0])), ConfigScores("steady", 2, choose=steady)]
+    assert choose_winner(not_run, plan) == "steady"
+
+
+# ------------------------------------------------------------------------------------------ sequential looks
+def test_obrien_fleming_boundaries_match_the_published_values_and_spend_alpha():
+    from scipy import stats as st
+
+    from raycse.driver import judgment
+
+    z = judgment.z_boundaries((6, 12, 18))
+    # Lan-DeMets O'Brien-Fleming type, one-sided 0.025, three equally spaced looks (gsDesign: 3.7103, 2.5114, 1.9930)
+    assert z == pytest.approx((3.7103, 2.5114, 1.9930), abs=2e-4)
+    cov = [[math.sqrt(min(i, j) / max(i, j)) for j in (6, 12, 18)] for i in (6, 12, 18)]
+    never = st.multivariate_normal(mean=[0, 0, 0], cov=cov).cdf(list(z))
+    assert 1 - never == pytest.approx(0.025, abs=2e-4)  # the whole alpha, spent over the looks
+    # a single look is the fixed two-sided 95% t test
+    assert judgment.t_boundary((18,), 18) == pytest.approx(T975[17], abs=1e-5)
+    assert judgment.t_boundary((6, 12, 18), 6) > 9.0  # look 1: only an overwhelming difference stops
+
+
+def test_the_judgment_stops_at_the_look_a_boundary_is_crossed_and_reports_a_repeated_interval():
+    plan = ConfirmPlan(budget="full", top_k=1, choose_seeds=0, judge_seeds=18, looks=(6, 12, 18))
+    judge = plan.seeds().judge[:12]
+    w = runs(judge, [80.0] * 12, [83.0 + 0.1 * (i % 4) for i in range(12)])
+    p = runs(judge, [80.0] * 12, [79.0 + 0.1 * (i % 3) for i in range(12)])
+    d = decide([ConfigScores("w", 1, judge=w), ConfigScores("p", None, judge=p)], published="p",
+               baseline=Baseline(70.0, {"avg": 78.0}), plan=plan)
+    v = d.versus_published
+    assert d.look == 2 and d.stopped == "beats" and d.beats_published and d.beats_baseline
+    from raycse.driver import judgment
+
+    half = judgment.t_boundary((6, 12, 18), 12) * v.std / math.sqrt(12)
+    assert v.low == pytest.approx(v.mean - half) and half > T975[17] * v.std / math.sqrt(12)
+    assert "stopped at look 2" in d.sentence and "repeated 95% interval" in d.sentence
+
+
+def test_a_difference_too_small_to_matter_stops_for_futility_but_never_at_the_last_look():
+    plan = default_plan("full", top_k=1, choose_seeds=0)  # looks 6, 9, 12, 18
+    judge = plan.seeds().judge
+    level = [78.0, 78.4, 77.9, 78.2, 78.1, 78.3]
+    w = runs(judge[:6], [80.0] * 6, level)
+    p = runs(judge[:6], [80.0] * 6, [x + d for x, d in zip(level, [0.1, -0.1, 0.05, -0.05, 0.2, -0.21])])
+    d = decide([ConfigScores("w", 1, judge=w), ConfigScores("p", None, judge=p)], published="p",
+               baseline=Baseline(70.0, {"avg": 78.15}), plan=plan)
+    assert d.look == 1 and d.stopped == "futility" and not d.beats_published and not d.beats_baseline
+    single = decide([ConfigScores("w", 1, judge=w), ConfigScores("p", None, judge=p)], published="p",
+                    baseline=Baseline(70.0, {"avg": 78.15}), plan=cpu_plan(judge_seeds=6))
+    assert single.stopped is None  # one look: nothing stops early
+
+
+def test_a_space_file_plans_its_looks_and_refuses_bad_ones(tmp_path):
+    from raycse.driver.confirmation import confirm_plan
+    from raycse.errors import ConfigError
+    from raycse.settings.space import load_space
+
+    focal = Path(__file__).resolve().parents[1] / "search_spaces" / "focal.yaml"
+    space = load_space(focal)
+    assert confirm_plan(space, "full").looks == (6, 9, 12, 18)
+    assert confirm_plan(space.with_cpu_budget(), "cpu").looks is None  # 2 judging seeds: one look
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(focal.read_text().replace("judge_seeds: 18}", "judge_seeds: 18, looks: [6, 12, 17]}", 1))
+    with pytest.raises(ConfigError, match=r"confirm\.looks must be rising whole numbers .* \(18\)"):
+        load_space(bad)
+
+
+def test_the_pipeline_simulation_runs_through_the_decision_and_its_detectable_difference_is_exact(monkeypatch):
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "judging_sim.py"
+    spec = importlib.util.spec_from_file_location("judging_sim", path)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)
+    spec.loader.exec_module(module)
+    # the exact noncentral t, not the normal approximation (14.1 sigma at n = 2)
+    assert module.smallest_detectable_exact(2) == pytest.approx(16.33, abs=0.01)
+    assert module.smallest_detectable_exact(18) == pytest.approx(0.99, abs=0.01)
+    null = module.simulate("focal", 150, share=0.5, divergence=0.2, seed=3)
+    assert null["reps"] > 140 and null["judging_runs"]["seq"] < null["judging_runs"]["fixed"]
+    assert null["false_beats_published"]["seq"]["rate"] < 0.10 and abs(null["bias"]["mean"]) < 0.3
+    strong = module.simulate("focal", 100, share=0.0, divergence=0.0, margin=3.0, seed=4)
+    assert strong["power"]["seq"]["rate"] > 0.5  # a 3-sigma better configuration is usually found and judged better

@@ -79,7 +79,8 @@ def _summary(dev: float) -> dict:
                  "judge": {"seeds": [44, 45], "values": [87.13, 87.05], "planned": 2, "n": 2,
                            "count_text": "n = 2 of 2", "short": False, "dev": _interval(87.09, 0.057, 2, 0.51),
                            "test": {}}}],
-            "versus_published": versus, "seed_noise": 0.08, "seed_noise_df": 3, "detectable": 1.13,
+            "versus_published": versus, "versus_published_dev": versus,
+            "seed_noise": 0.08, "seed_noise_df": 3, "detectable": 1.13,
             "detectable_n": 2, "verdict": [verdict]},
         "test_table": {
             "rows": [{"label": "untouched model", "model": model, "corpus": "-", "steps": 0, "n": 1,
@@ -192,7 +193,8 @@ def test_the_card_states_the_answer_and_where_it_came_from(store, exported):
         "chose the configuration among 5",
         "the top 2 were trained on 1 fresh seeds (43) and the best mean won",
         "trained on 2 further fresh seeds (44-45), which alone give the figures below",
-        "| the untouched model (baseline, one evaluation) | 86.72 |",
+        "on the seven-task test average, judging seeds; exported checkpoint: seed 44.",
+        "This checkpoint is seed 44's run; the test figures are means over the judging seeds",
         "| the published point (focal tau=0.07, m=0.3) | 87.09 ± 0.06 (n = 2) |",
         "| **this configuration** (focal tau=0.055, m=0.54) over its judging seeds | 87.23 ± 0.1 (n = 2) |",
         "| +0.14, 95% interval [-0.11, +0.39], n = 2, df = 1 |",
@@ -209,6 +211,14 @@ def test_the_card_states_the_answer_and_where_it_came_from(store, exported):
         f"SentenceTransformer({str(exported)!r})",
     ):
         assert words in text, words
+    # the card makes only the comparisons the verdict makes: never the untouched model's one dev evaluation beside
+    # the winner's best-of-curve dev mean; and it opens with the same answer block as the page and the printout
+    assert "the untouched model (baseline, one evaluation)" not in text
+    from raycse.report.answer import answer_block
+
+    block = answer_block(_summary(0.0))  # the block reads no dev figure: the judged one and the exported seed
+    assert 5 <= len(block) <= 8 and all(f"- {line}" in text for line in block)
+    assert text.index("- Winner (focal)") < text.index("## How it was chosen")
 
 
 def _one_error_line(capsys) -> str:

@@ -152,6 +152,7 @@ FOCAL_SUMMARY = {
             _judged(PUBLISHED_KEY, {"tau": 0.07, "m": 0.3}, [81.51, 80.8, 81.13], 81.1467, 0.3553, PUBLISHED_TEST,
                     search_rank=None, is_published=True, is_winner=False)],
         "versus_published": {"mean": 0.1733, "std": 0.31, "n": 3, "df": 2, "low": -0.6, "high": 0.9467},
+        "versus_published_dev": {"mean": 0.1733, "std": 0.31, "n": 3, "df": 2, "low": -0.6, "high": 0.9467},
         "seed_noise": 0.3, "seed_noise_df": 4, "detectable": 1.9, "detectable_n": 3},
     "verdict": VERDICT,
     "winner": {"config_key": WINNER_KEY, "family": "focal", "params": {"tau": ODD_TAU, "m": 0.43}, "mean": 81.32,

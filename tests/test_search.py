@@ -239,6 +239,25 @@ def bad_then_good_search(tmp_path: Path, model: Path, experiment: str, param: st
 
 
 @pytest.mark.timeout(600)
+def test_judging_in_looks_runs_each_look_as_its_own_experiment_and_records_the_look(tmp_path, tiny_bert_dir,
+                                                                                     ray_session, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    # no test figures: nothing can be judged, so no look stops the block and both run
+    space = write_space(tmp_path, tiny_bert_dir, "looks", num_samples=2, test_eval="none", steps=4,
+                        confirm="{top_k: 1, judge_seeds: 4, looks: [2, 4]}")
+    assert main(search_args(tmp_path, space)) == 0
+    assert (tmp_path / "ray" / "looks-judge").is_dir() and (tmp_path / "ray" / "looks-judge-look2").is_dir()
+    client = MlflowClient(tracking_uri=uri)
+    parent, children = runs_of(client, "looks")
+    judged = [r for r in children if r.data.tags["raycse.stage"] == "judge"]
+    pairs = {(r.data.tags["raycse.config_key"], r.data.tags["raycse.seed"]) for r in judged}
+    assert len(pairs) == len(judged) and {seed for _, seed in pairs} == {"43", "44", "45", "46"}
+    summary = summary_of(client, parent, tmp_path)
+    assert summary["decision"]["method"]["looks"] == [2, 4] and summary["decision"]["look"] == 2
+    assert summary["decision"]["stopped"] is None and not summary["winner"]["beats_published"]
+
+
 def test_a_diverging_trial_is_recorded_and_the_search_goes_on(tmp_path, tiny_bert_dir, ray_session, monkeypatch):
     monkeypatch.chdir(tmp_path)
     # lr 1e30 blows the weights up to inf within a step or two

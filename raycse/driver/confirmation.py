@@ -22,7 +22,8 @@ def confirm_plan(plan: SearchSpace, budget: str) -> ConfirmPlan | None:
     objective = build_objective(plan.base.objective, plan.base.objective_columns)
     return ConfirmPlan(budget=budget, top_k=plan.confirm.top_k, choose_seeds=plan.confirm.choose_seeds,
                        judge_seeds=plan.confirm.judge_seeds, base_seed=plan.base.seed, num_samples=plan.num_samples,
-                       objective=objective.description, test_seeds=plan.confirm.judging_seeds_on_test())
+                       objective=objective.description, test_seeds=plan.confirm.judging_seeds_on_test(),
+                       looks=looks if len(looks := plan.confirm.judging_looks()) > 1 else None)
 
 
 def seeds_on_test(plan: SearchSpace, budget: str) -> tuple[int, ...]:

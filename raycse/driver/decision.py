@@ -44,6 +44,8 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from raycse import stats
+from raycse.driver import judgment
+from raycse.driver.judgment import FailureRate
 from raycse.driver.verdict import verdict_sentences
 from raycse.records import CHOOSE, DIVERGED, FINISHED, JUDGE
 from raycse.stats import Interval, mean_interval
@@ -100,11 +102,28 @@ class ConfirmPlan:
     objective: str = "objective"
     test_label: str = "seven-task test average"
     test_key: str = "avg"
+    judge_on: str = judgment.TEST  # the figure that judges: "test" (seven-task average) or "split" (held-out pairs)
+    looks: tuple[int, ...] | None = None  # interim looks of the judging block (seeds run); None: one look at the end
 
     def __post_init__(self):
         if self.budget not in BUDGETS:
             raise ValueError(f"budget must be one of {BUDGETS}, not {self.budget!r}")
+        if self.judge_on not in judgment.JUDGED_WORDS:
+            raise ValueError(f"judge_on must be one of {sorted(judgment.JUDGED_WORDS)}, not {self.judge_on!r}")
+        if self.looks is not None and (list(self.looks) != sorted(set(self.looks)) or self.looks[0] < 2
+                                       or self.looks[-1] != self.judge_seeds):
+            raise ValueError(f"looks must rise from at least 2 to judge_seeds {self.judge_seeds}, not {self.looks}")
         self.seeds()  # checks top_k, choose_seeds and judge_seeds
+
+    @property
+    def design_looks(self) -> tuple[int, ...]:
+        """The looks the boundaries are computed for: the plan's, or one look at judge_seeds."""
+        return tuple(self.looks) if self.looks else (self.judge_seeds,)
+
+    def judged(self, score: SeedScore) -> float | None:
+        """The judged figure of a valid run (None when it has none): its test average or its held-out part."""
+        value = score.test.get(self.test_key) if self.judge_on == judgment.TEST else score.held_out
+        return value if value is not None and math.isfinite(value) else None
 
     def seeds(self) -> SeedBlocks:
         return seed_blocks(self.base_seed, top_k=self.top_k, choose_seeds=self.choose_seeds,
@@ -127,7 +146,7 @@ class ConfirmPlan:
 # section) for 3 more trials. CPU budget: no choosing block and 2 judging seeds, the least that gives an
 # interval, of which one scores the test tasks (about 2 minutes on 2 cores each): a demonstration of the mechanism,
 # which does not judge the winner against the untouched model.
-FULL_DEFAULTS = {"top_k": 3, "choose_seeds": 3, "judge_seeds": 18}
+FULL_DEFAULTS = {"top_k": 3, "choose_seeds": 3, "judge_seeds": 18, "looks": (6, 9, 12, 18)}
 CPU_DEFAULTS = {"top_k": 1, "choose_seeds": 0, "judge_seeds": 2, "test_seeds": 1}
 
 
@@ -148,6 +167,7 @@ class SeedScore:
     status: str
     dev: float | None = None
     test: Mapping[str, float] = field(default_factory=dict)
+    held_out: float | None = None  # the objective on its held-out part of the pairs, when the objective is split
 
     @property
     def valid(self) -> bool:
@@ -216,12 +236,15 @@ class ConfigSummary:
 
 @dataclass(frozen=True)
 class Decision:
-    """A search's answer. The flags are exactly the bounds the verdict states:
+    """A search's answer. The flags are exactly the bounds the verdict states, all on the JUDGED figure (one that took
+    part in no choice: `judged_on`), with failed judging seeds counted against their configuration:
 
-    beats_published   the dev interval of winner - published (judging seeds, paired) lies above 0
+    beats_published   the repeated interval of winner - published (judging seeds, paired) lies above 0
     below_published   ... lies below 0
-    beats_baseline    the low end of the winner's test-mean interval (judging seeds) clears the untouched model's
-                      test figure; False as well when not judged (`baseline_judged` False: no test figures)
+    beats_baseline    the repeated interval of winner - untouched model (judging seeds) lies above 0; False as well
+                      when not judged (`baseline_judged` False)
+    look              the look the judging block stopped at (1-based; `looks` the planned ones); `stopped` why:
+                      "beats", "falls below", "futility" or None (ran to the end)
     """
 
     plan: ConfirmPlan
@@ -229,9 +252,10 @@ class Decision:
     winner: str | None
     published: str | None
     configs: tuple[ConfigSummary, ...]
-    versus_published: Interval | None  # dev, judging seeds: winner - published, paired
-    versus_published_test: dict[str, Interval]  # the same on each test task
-    winner_test: Interval | None  # the winner's test_key figure over its judging seeds
+    versus_published: Interval | None  # the judged figure, judging seeds: winner - published, paired, the winner's
+    # failures at the worst value (the interval that judges "beats"; "falls below" is judged on its mirror)
+    versus_published_test: dict[str, Interval]  # the same on each test task (valid pairs only)
+    winner_test: Interval | None  # the winner's test_key figure over its valid judging seeds
     baseline: Baseline
     seed_noise: float | None  # pooled within-configuration std of the dev objective
     seed_noise_df: int
@@ -243,6 +267,14 @@ class Decision:
     baseline_judged: bool
     marks: tuple[str, ...]
     verdict: tuple[str, ...]
+    judged_on: str = judgment.TEST
+    versus_published_dev: Interval | None = None  # dev, the data that chose: shown, never judges
+    versus_baseline: Interval | None = None  # the judged figure: winner - untouched model, failures in
+    failures: dict[str, FailureRate] = field(default_factory=dict)  # judging-block failure rate by configuration
+    look: int = 0
+    looks: tuple[int, ...] = ()
+    stopped: str | None = None
+    fails_more: tuple[str | None, ...] = ()  # the comparators (None: the untouched model) the winner fails more than
 
     @property
     def sentence(self) -> str:
@@ -259,15 +291,22 @@ class Decision:
 # ------------------------------------------------------------------------------------------ the decision
 def choose_winner(configs: Sequence[ConfigScores], plan: ConfirmPlan) -> str | None:
     """The winner: without a choosing block (top_k == 1), the search stage's first; otherwise the best mean over
-    the valid choosing seeds among the top_k (ties to the better search rank); None when none has a valid seed."""
+    the choosing seeds among the top_k (ties to the better search rank); None when none has a valid seed.
+
+    Every candidate's mean is over all `choose_seeds` seeds: a seed it lost (diverged, failed or not run) takes the
+    worst valid value any candidate scored in the block, so a configuration never wins on fewer values than its
+    rivals, and failing counts against it."""
     candidates = [c for c in configs if c.search_rank is not None and c.search_rank <= plan.top_k]
     if not plan.has_choosing:
         return min(candidates, key=lambda c: c.search_rank).key if candidates else None
-    means = []
-    for config in candidates:
-        values = [s.dev for s in config.choose if s.valid]
-        if values:
-            means.append((-sum(values) / len(values), config.search_rank, config.key))
+    seeds = plan.seeds().choose
+    valid = {c.key: {s.seed: s.dev for s in c.choose if s.valid} for c in candidates}
+    observed = [v for values in valid.values() for v in values.values()]
+    if not observed:
+        return None
+    worst = min(observed)
+    means = [(-sum(valid[c.key].get(seed, worst) for seed in seeds) / len(seeds), c.search_rank, c.key)
+             for c in candidates if valid[c.key]]
     return min(means)[2] if means else None
 
 
@@ -330,6 +369,32 @@ def _paired(a: Sequence[SeedScore], b: Sequence[SeedScore], figure) -> Interval 
     return mean_interval(diffs) if diffs else None
 
 
+def _judged_by_seed(config: ConfigScores | None, plan: ConfirmPlan, seeds: tuple[int, ...]) -> dict[int, float | None]:
+    """The judged figure by judging seed: a value for a valid run that has one, None for a run that diverged or
+    failed (counted against it), absent for a seed not run and for a valid run without the figure (test_seeds)."""
+    out: dict[int, float | None] = {}
+    for score in (config.judge if config is not None else ()):
+        if score.seed not in seeds:
+            continue
+        if not score.valid:
+            out[score.seed] = None
+        elif plan.judged(score) is not None:
+            out[score.seed] = plan.judged(score)
+    return out
+
+
+def _sequential_interval(diffs: Sequence[float], plan: ConfirmPlan, look: int) -> Interval | None:
+    """The mean of the differences with its repeated confidence interval at `look`, the look the judging seeds run
+    reach (the fixed design's two-sided 95% t interval when the plan has one look)."""
+    if not diffs:
+        return None
+    plain = mean_interval(diffs)
+    if plain.std is None:
+        return plain
+    half = judgment.t_boundary(plan.design_looks, plain.n, look=look) * plain.std / math.sqrt(plain.n)
+    return replace(plain, low=plain.mean - half, high=plain.mean + half)
+
+
 def decide(configs: Sequence[ConfigScores], *, published: str | None, baseline: Baseline,
            plan: ConfirmPlan) -> Decision:
     """The answer from the seed-level scores of every configuration in every block (see the module docstring).
@@ -356,29 +421,49 @@ def decide(configs: Sequence[ConfigScores], *, published: str | None, baseline: 
             or config.key in (winner, published) else None))
     by_key = {c.key: c for c in configs}
     w, p = by_key.get(winner), by_key.get(published)
+    judged_w = _judged_by_seed(w, plan, seeds.judge)
+    seeds_run = len({s.seed for c in (w, p) if c is not None for s in c.judge if s.seed in seeds.judge})
+    look = judgment.look_of(plan.design_looks, seeds_run)
+    groups = [block.values for s in summaries for block in (s.choose, s.judge) if block is not None and block.n > 1]
+    seed_noise = stats.pooled_std(groups)
+    seed_noise_df = sum(len(g) - 1 for g in groups)
 
-    versus, versus_test = None, {}
+    versus = versus_dev = mirror = None
+    versus_test = {}
     if w is not None and p is not None and w is not p:
-        versus = _paired(w.judge, p.judge, lambda s: s.dev)
+        versus_dev = _paired(w.judge, p.judge, lambda s: s.dev)
+        judged_p = _judged_by_seed(p, plan, seeds.judge)
+        versus = _sequential_interval(judgment.paired_with_failures(judged_w, judged_p, against="a"), plan, look)
+        mirror = _sequential_interval(judgment.paired_with_failures(judged_w, judged_p, against="b"), plan, look)
         tasks = sorted({t for s in w.judge for t in s.test} & {t for s in p.judge for t in s.test})
         for task in tasks:
             interval = _paired(w.judge, p.judge, lambda s, task=task: s.test.get(task))
             if interval is not None:
                 versus_test[task] = interval
-    beats_published = bool(versus and versus.low is not None and versus.low > 0)
-    below_published = bool(versus and versus.high is not None and versus.high < 0)
+    failures = {s.key: judgment.wilson(s.judge.diverged + s.judge.failed, s.judge.planned - s.judge.not_run)
+                for s in summaries if s.judge is not None}
+    fails_more = {None: judgment.fails_more(failures[winner], None)} if winner in failures else {}
+    if winner in failures and published in failures and winner != published:
+        fails_more[published] = judgment.fails_more(failures[winner], failures[published])
+    beats_published = bool(versus and versus.low is not None and versus.low > 0 and not fails_more.get(published))
+    below_published = bool(mirror and mirror.high is not None and mirror.high < 0
+                           and not (failures.get(published) and judgment.fails_more(failures[published],
+                                                                                   failures.get(winner))))
 
     winner_summary = next((s for s in summaries if s.is_winner), None)
     winner_test = winner_summary.judge.test.get(plan.test_key) if winner_summary and winner_summary.judge else None
     base_test = baseline.test.get(plan.test_key)
-    baseline_judged = winner_test is not None and winner_test.low is not None and base_test is not None
-    beats_baseline = bool(baseline_judged and winner_test.low > base_test)
+    versus_baseline = None
+    if base_test is not None and any(v is not None for v in judged_w.values()):
+        versus_baseline = _sequential_interval(judgment.against_fixed_with_failures(judged_w, base_test), plan, look)
+    baseline_judged = versus_baseline is not None and versus_baseline.low is not None
+    beats_baseline = bool(baseline_judged and versus_baseline.low > 0 and not fails_more.get(None))
 
-    groups = [block.values for s in summaries for block in (s.choose, s.judge) if block is not None and block.n > 1]
-    seed_noise = stats.pooled_std(groups)
-    seed_noise_df = sum(len(g) - 1 for g in groups)
     detectable_n = versus.n if versus is not None else plan.judge_seeds
     detectable = smallest_detectable(seed_noise, detectable_n)
+    below_baseline = bool(versus_baseline and versus_baseline.high is not None and versus_baseline.high < 0)
+    stopped = judgment.stop_reason((versus, beats_published, below_published),
+                                   (versus_baseline, beats_baseline, below_baseline), plan.design_looks, look)
 
     marks = tuple(_marks(summaries))
     decision = Decision(
@@ -387,7 +472,9 @@ def decide(configs: Sequence[ConfigScores], *, published: str | None, baseline: 
         baseline=Baseline(baseline.dev, dict(baseline.test)), seed_noise=seed_noise, seed_noise_df=seed_noise_df,
         detectable=detectable, detectable_n=detectable_n if detectable is not None else None,
         beats_published=beats_published, below_published=below_published, beats_baseline=beats_baseline,
-        baseline_judged=baseline_judged, marks=marks, verdict=())
+        baseline_judged=baseline_judged, marks=marks, verdict=(), judged_on=plan.judge_on,
+        versus_published_dev=versus_dev, versus_baseline=versus_baseline, failures=failures, look=look,
+        looks=plan.design_looks, stopped=stopped, fails_more=tuple(k for k, v in fails_more.items() if v))
     return replace(decision, verdict=tuple(verdict_sentences(decision)))
 
 

@@ -105,10 +105,18 @@ def fixed_trials(state: SearchState, plan: SearchSpace, specs: list[TrialSpec]):
     return tune_config, {"raycse_trial": tune.grid_search([spec.as_tune_config()["raycse_trial"] for spec in specs])}
 
 
-def fit(state: SearchState, plan: SearchSpace, stage: str, experiment) -> list[TrialRecord]:
+def fit(state: SearchState, plan: SearchSpace, stage: str, experiment, drop_lost: bool = True) -> list[TrialRecord]:
     """Run a stage's Tune experiment; then drop the MLflow runs of trials that a kill took before Tune's snapshot
     recorded them (Tune ran others in their place on --resume), so that each trial is one run."""
     records = trial_records(experiment.fit(), plan)
+    if drop_lost:
+        drop_lost_runs(state, plan, stage, records)
+    return records
+
+
+def drop_lost_runs(state: SearchState, plan: SearchSpace, stage: str, records: list[TrialRecord]) -> None:
+    """On --resume, drop the stage's unfinished MLflow runs whose trial none of `records` is (every trial the
+    stage's experiments hold)."""
     if state.options.resume:
         tracker = Tracker(state.options.tracking_uri, plan.experiment)
         dropped = tracker.drop_unrecorded_trials(state.parent_run_id, (STAGE_TAG, stage),
@@ -116,15 +124,19 @@ def fit(state: SearchState, plan: SearchSpace, stage: str, experiment) -> list[T
         if dropped:
             state.log(f"{len(dropped)} {stage} trial run(s) started just before the kill, before Tune recorded "
                       f"them, were deleted from MLflow (Tune ran new trials in their place): {', '.join(dropped)}.")
-    return records
 
 
-def run_fixed(state: SearchState, plan: SearchSpace, stage: str, specs: list[TrialSpec]) -> list[TrialRecord]:
-    """Train exactly these trials as the stage's Tune experiment (restored when it exists)."""
+def run_fixed(state: SearchState, plan: SearchSpace, stage: str, specs: list[TrialSpec], *, part: str = "",
+              drop_lost: bool = True) -> list[TrialRecord]:
+    """Train exactly these trials as the stage's Tune experiment (restored when it exists). `part` names one of
+    several experiments of a stage (a judging look: `{stage}-{part}`); `drop_lost` False leaves the dropping of
+    runs a kill took to the caller, who knows every part's trials (see `drop_lost_runs`)."""
     tune_config, param_space = fixed_trials(state, plan, specs)
     progress.plan_trials(len(specs), DevObjective.mode)
     slots = fixed_slots(state, plan, specs)
-    return fit(state, plan, stage, tuner(state, plan, stage, tune_config, param_space, slots=slots))
+    path_stage = f"{stage}-{part}" if part else stage
+    experiment = tuner(state, plan, path_stage, tune_config, param_space, slots=slots)
+    return fit(state, plan, stage, experiment, drop_lost=drop_lost)
 
 
 def trial_records(grid, plan: SearchSpace) -> list[TrialRecord]:

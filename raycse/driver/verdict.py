@@ -3,6 +3,7 @@ test for judging), how it was chosen and judged, and what the budget can resolve
 printed answer, the summary file and the page."""
 from __future__ import annotations
 
+from raycse.driver.judgment import JUDGED_WORDS
 from raycse.stats import format_interval, format_std
 
 
@@ -17,11 +18,13 @@ def _method(d) -> str:
     judged = (f"the winner and the published point were then trained on {fresh}, and only those judge them"
               if d.published is not None else f"the winner was then trained on {fresh}, and only those judge it")
     if plan.has_choosing:
-        return (f"Method: chosen on dev, judged on fresh seeds. The search stage's {trials} (seed {seeds.search}) "
+        return (f"Method: chosen on dev, judged on fresh seeds and on "
+                f"{JUDGED_WORDS[d.judged_on]}. The search stage's {trials} (seed {seeds.search}) "
                 f"only ranked configurations by their best {plan.objective} (dev); the top {plan.top_k} were "
                 f"trained on {plan.choose_seeds} fresh seeds ({_seed_range(seeds.choose)}) and the winner is the "
                 f"best mean there (dev); {judged}.")
-    return (f"Method: chosen by the search stage on dev, judged on fresh seeds. The search stage's {trials} "
+    return (f"Method: chosen by the search stage on dev, judged on fresh seeds and on "
+            f"{JUDGED_WORDS[d.judged_on]}. The search stage's {trials} "
             f"(seed {seeds.search}) ranked configurations by their best {plan.objective} (dev) and its first is "
             f"the winner; {judged}.")
 
@@ -38,53 +41,67 @@ def verdict_sentences(d) -> list[str]:
     judge = winner.judge
     if judge is not None and judge.dev is not None:
         spread = f" ± {format_std(judge.dev.std, judge.dev.n)}" if judge.dev.std is not None else ""
-        parts.append(f"The winner scores {judge.dev.mean:.2f}{spread} on the {plan.objective} (dev) over its judging "
-                     f"seeds ({judge.count_text}).")
+        parts.append(f"The winner scores {judge.dev.mean:.2f}{spread} on the {plan.objective} (dev, the data that "
+                     f"chose) over its judging seeds ({judge.count_text}).")
     else:
         parts.append(f"The winner has no valid judging seed ({judge.count_text if judge else 'none run'}): "
                      "nothing is judged.")
-    # against the published point: dev, judging seeds
+    judged = JUDGED_WORDS[d.judged_on]
+    where = f"{judged}, judging seeds, failed seeds counted at the worst value"
+    # against the published point: the judged figure, judging seeds
     if d.published is None:
         parts.append("The space names no published point: there is nothing to compare the winner with.")
     elif winner.is_published:
-        where = "on the choosing seeds" if plan.has_choosing else "in the search stage"
-        parts.append(f"The published point is the winner: no searched configuration did better {where}.")
+        chose = "on the choosing seeds" if plan.has_choosing else "in the search stage"
+        parts.append(f"The published point is the winner: no searched configuration did better {chose}.")
     elif d.versus_published is None or d.versus_published.low is None:
         shown = f" ({format_interval(d.versus_published)})" if d.versus_published else ""
-        parts.append(f"Against the published point (dev, judging seeds): fewer than two paired seeds{shown}, so "
-                     "no interval: not judged.")
+        parts.append(f"Against the published point ({judged}): fewer than two paired seeds{shown}, so no "
+                     "interval: not judged.")
     else:
-        diff = format_interval(d.versus_published)
+        diff = format_interval(d.versus_published).replace("95% interval", "repeated 95% interval")
         if d.beats_published or d.below_published:
             word = "beats" if d.beats_published else "falls below"
-            parts.append(f"The winner {word} the published point on the {plan.objective} (dev, judging seeds): "
-                         f"winner - published {diff}.")
+            parts.append(f"The winner {word} the published point on {where}: winner - published {diff}.")
         else:
             reach = (f"; the judging stage could detect a difference of about {d.detectable:.2f} (80% power), "
                      "so a smaller one would go unseen" if d.detectable is not None else "")
-            parts.append(f"The winner is not distinguishable from the published point on the {plan.objective} (dev, "
-                         f"judging seeds): winner - published {diff}, which covers 0{reach}.")
-    # against the untouched model: test, judging seeds
+            parts.append(f"The winner is not distinguishable from the published point on {where}: winner - "
+                         f"published {diff}, which covers 0{reach}.")
+    if d.versus_published_dev is not None and not winner.is_published:
+        parts.append(f"On the {plan.objective} (dev, the data that chose: shown, not judged): winner - published "
+                     f"{format_interval(d.versus_published_dev)}.")
+    # against the untouched model: the judged figure, judging seeds
     base = d.baseline.test.get(plan.test_key)
-    if d.winner_test is None:
-        parts.append("Against the untouched model: not judged (no test figures: the test tasks were off). On dev "
-                     "it is not compared: a trained run's dev figure is the best of a curve, the untouched "
-                     "model's one evaluation.")
-    elif base is None:
-        parts.append("Against the untouched model: not judged (it has no test figure).")
+    if d.versus_baseline is None:
+        why = "no test figures: the test tasks were off" if d.winner_test is None else "it has no test figure"
+        parts.append(f"Against the untouched model: not judged ({why}). On dev it is not compared: a trained "
+                     "run's dev figure is the best of a curve, the untouched model's one evaluation.")
     elif not d.baseline_judged:
         why = " (only 1 judging seed scored the test tasks: test_seeds 1)" if plan.judging_seeds_on_test == 1 else ""
-        parts.append(f"Against the untouched model ({plan.test_label}, test: {base:.2f}): the winner's "
-                     f"{format_interval(d.winner_test, signed=False)}; not judged{why}.")
+        parts.append(f"Against the untouched model ({plan.test_label}, test: {base:.2f}): winner - untouched "
+                     f"{format_interval(d.versus_baseline)}; not judged{why}.")
     else:
-        figure = format_interval(d.winner_test, signed=False)
+        diff = format_interval(d.versus_baseline).replace("95% interval", "repeated 95% interval")
         if d.beats_baseline:
-            parts.append(f"The winner beats the untouched model on the {plan.test_label} (test, judging seeds): "
-                         f"{figure}, whose low end clears the untouched model's {base:.2f}.")
+            parts.append(f"The winner beats the untouched model ({base:.2f}) on {where}: winner - untouched {diff}.")
         else:
-            parts.append(f"The winner is not shown to beat the untouched model on the {plan.test_label} (test, "
-                         f"judging seeds): {figure}, whose low end does not clear the untouched model's "
-                         f"{base:.2f}; training may not have helped at this budget.")
+            parts.append(f"The winner is not shown to beat the untouched model ({base:.2f}) on {where}: winner - "
+                         f"untouched {diff}; training may not have helped at this budget.")
+    lost = [f"{'the winner' if key == d.winner else 'the published point'} {rate.text}"
+            for key, rate in d.failures.items() if rate.failed]
+    if lost:
+        parts.append("Failures on the judging seeds: " + "; ".join(lost) + ".")
+    for comparator in d.fails_more:
+        name = "the untouched model (which cannot fail)" if comparator is None else "the published point"
+        parts.append(f"The winner fails more often than {name} by more than chance (Fisher exact, one-sided 2.5%): "
+                     "it cannot beat it, whatever its surviving seeds show.")
+    if len(d.looks) > 1 and d.look:
+        why = {"beats": "a boundary was crossed", "falls below": "a boundary was crossed",
+               "futility": "the difference seen is too small for more seeds to make it detectable"}.get(d.stopped)
+        parts.append(f"Judging looked after {', '.join(map(str, d.looks))} seeds (O'Brien-Fleming-type spending, "
+                     f"2.5% each side) and " + (f"stopped at look {d.look} ({why})." if why else
+                                                f"is at look {d.look}."))
     # what the budget can resolve
     if d.seed_noise is not None:
         noise = (f"Seed noise of the {plan.objective} (dev, pooled over the choosing and judging groups): "

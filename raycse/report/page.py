@@ -288,6 +288,11 @@ def render_report(record: SearchRecord, out_dir: Path) -> RenderedReport:
                           ["budget", str(summary.get("budget"))], ["objective", target_name],
                           ["MLflow parent run", record.parent_run_id],
                           ["Optuna study", f"{summary.get('study_name')} in {record.optuna_storage}"]])
+    from raycse.report.answer import answer_block
+
+    page.heading("Answer")
+    for line in answer_block(summary):
+        page.paragraph(line, "answer")
     page.heading("Verdict")
     page.paragraph(summary.get("verdict") or "No configuration was found.", "verdict")
 

@@ -145,7 +145,8 @@ def choosing_table_rows(summary: dict) -> tuple[list[str], list[list[Any]]]:
 def judging_table_rows(summary: dict) -> tuple[list[str], list[list[Any]]]:
     """The judging block: the winner and the published point on further fresh seeds, paired by seed."""
     decision = summary.get("decision") or {}
-    headers = ["", "loss", "parameters", "seeds", "dev mean ± std (n)", "of planned", "winner - published (dev)"]
+    headers = ["", "loss", "parameters", "seeds", "dev mean ± std (n; chose)", "of planned",
+               "winner - published (dev: chose, not judged)"]
     cells = []
     for c in decision.get("configs") or []:
         block = c.get("judge")
@@ -154,7 +155,7 @@ def judging_table_rows(summary: dict) -> tuple[list[str], list[list[Any]]]:
         role = " and ".join(name for name, flag in (("winner", c.get("is_winner")),
                                                      ("published point", c.get("is_published"))) if flag)
         seeds = block["seeds"]
-        diff = _difference(decision.get("versus_published")) if c.get("is_winner") and not c.get("is_published") \
+        diff = _difference(decision.get("versus_published_dev")) if c.get("is_winner") and not c.get("is_published") \
             else ""
         cells.append([role, c.get("family", "-"), fmt_params(c.get("params") or {}),
                       f"{seeds[0]}-{seeds[-1]}" if seeds else "-", _spread(block.get("dev")), block["count_text"],
@@ -243,7 +244,11 @@ def format_search_summary(summary: dict, rows: list[TrialRow] | None = None) -> 
     reference = published_reference(summary, rows)
     objective = summary.get("objective_description") or summary.get("objective")
     scored_at = f" -> {score(reference[0])} ({reference[1]})" if reference else ""
-    out = [f"Search {summary.get('experiment')!r} ({summary.get('budget')} budget, {summary.get('space_file')}): "
+    from raycse.report.answer import answer_block
+
+    answer = answer_block(summary)
+    out = ([*answer, ""] if answer else []) + [
+        f"Search {summary.get('experiment')!r} ({summary.get('budget')} budget, {summary.get('space_file')}): "
            + f"{len(rows)} search trials; objective: {objective}",
            f"Baseline (untouched model): {score(baseline)}",
            f"Published point: {published.get('family', '-')} {fmt_params(published.get('params') or {})}{scored_at}",

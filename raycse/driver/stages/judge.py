@@ -1,13 +1,19 @@
 """Judge: the winner and the published point trained on the judging block's fresh seeds, which alone judge them
 (never the search stage's seed, never a choosing seed). The judging runs of the first `test_seeds` seeds (all by
-default) score their best checkpoint on the seven test tasks (unless the space turns them off): the answer's test
-table is made of them.
+default) score their best checkpoint on the seven test tasks (unless the space turns them off): the judged figure
+and the answer's test table are made of them.
 
-Resume: the stage's Tune experiment is restored; the seeds and configurations follow from the kept ranking.
+Sequential looks: with a plan of several looks (6, 9, 12, 18 seeds on the full budget), each look's new seeds are
+one Tune experiment (`judge` for the first, `judge-look2` ...). After each, the decision is taken on every judging
+run so far; when a boundary is crossed, or the judgment is futile, no further look is started (its trials never
+run). Resume: the looks' experiments are restored in order; a finished look gives the same runs, hence the same
+decision at the same look with the same boundaries (they follow from the plan alone), so a resumed search stops
+where the uninterrupted one would have, or continues the look that was running.
 """
 from __future__ import annotations
 
 from raycse.driver import confirmation, tune_runner
+from raycse.driver.decision import decide
 from raycse.driver.stages.base import Stage
 from raycse.driver.state import SearchState
 from raycse.records import JUDGE
@@ -30,12 +36,29 @@ class JudgeStage(Stage):
         keys = [state.winner_key] + ([published] if published and published != state.winner_key else [])
         seeds = confirm.seeds().judge
         on_test = confirmation.seeds_on_test(plan, state.budget)
-        specs = [TrialSpec(plan.sampled_of(configs[key]["family"], configs[key]["params"]), seed, JUDGE,
-                           test=seed in on_test)
-                 for key in keys for seed in seeds]
+        looks = confirm.design_looks
         on_test_note = ""
         if plan.test_eval != "none" and len(on_test) < len(seeds):
             on_test_note = f"; the test tasks on seed{'s' if len(on_test) > 1 else ''} {', '.join(map(str, on_test))}"
+        looked = f", looking after {', '.join(map(str, looks))} seeds" if len(looks) > 1 else ""
         state.log(f"Judging: the winner{' and the published point' if len(keys) > 1 else ''} on the fresh seeds "
-                  f"{seeds[0]}-{seeds[-1]} ({len(specs)} runs{on_test_note}).")
-        state.judge_runs = tune_runner.run_fixed(state, plan, JUDGE, specs)
+                  f"{seeds[0]}-{seeds[-1]} ({len(keys) * len(seeds)} runs at most{looked}{on_test_note}).")
+        runs, start = [], 0
+        for number, end in enumerate(looks, start=1):
+            specs = [TrialSpec(plan.sampled_of(configs[key]["family"], configs[key]["params"]), seed, JUDGE,
+                               test=seed in on_test)
+                     for key in keys for seed in seeds[start:end]]
+            runs += tune_runner.run_fixed(state, plan, JUDGE, specs, part="" if number == 1 else f"look{number}",
+                                          drop_lost=False)
+            start = end
+            if number < len(looks):
+                decision = decide(confirmation.config_scores(state.ranking or [], published, state.choose_runs or [],
+                                                             runs),
+                                  published=published, plan=confirm,
+                                  baseline=confirmation.decision_baseline(state.finished_baseline()))
+                if decision.stopped:
+                    state.log(f"Judging stops at look {number} of {len(looks)} ({end} seeds): {decision.stopped}; "
+                              f"the {len(keys) * (len(seeds) - end)} runs of the later looks are not started.")
+                    break
+        tune_runner.drop_lost_runs(state, plan, JUDGE, runs)
+        state.judge_runs = runs
