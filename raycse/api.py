@@ -32,7 +32,7 @@ from raycse.settings.checks import (
     check_writable_dir,
     check_writable_file,
 )
-from raycse.tracking.stores import resolve_tracking_uri
+from raycse.tracking.stores import resolve_tracking_uri, state_layout
 
 if TYPE_CHECKING:
     from raycse.driver.outcome import SearchOutcome
@@ -80,7 +80,11 @@ SEARCH_OPTIONS = (
     Option("tracking_uri", str, None, TRACKING_HELP),
     Option("optuna_storage", str, None, "the Optuna study's storage (default: optuna.db beside a SQLite MLflow "
            "store, else in the working directory)"),
-    Option("storage_path", str, "ray_results", "Tune state and checkpoints (a path or s3://...)", path=True),
+    Option("state", str, None, "one place for all of the search's state: a directory (mlflow.db, "
+           "mlflow-artifacts/, optuna.db, ray_results/) or object storage (s3://bucket/prefix: Tune's state, "
+           "checkpoints, MLflow artifacts; then name the two databases); the flags below override it", path=True),
+    Option("storage_path", str, None, "Tune state and checkpoints (a path or s3://...; default: STATE/ray_results, "
+           "else ray_results)", path=True),
     Option("budget", str, "auto", "auto: the file's cpu_budget when the Ray cluster has no GPU",
            choices=("auto", "cpu", "full")),
     Option("resume", bool, False, "continue an interrupted search (either stage)"),
@@ -124,8 +128,8 @@ def _checked(options: tuple[Option, ...], values: dict[str, Any]) -> dict[str, A
 def search(space: str | os.PathLike | SearchSpace, *, num_samples: int | None = None,
            max_concurrent: int | None = None, seed: int | None = None, choose_seeds: int | None = None,
            judge_seeds: int | None = None, confirm: bool = True, tracking_uri: str | None = None,
-           optuna_storage: str | None = None, storage_path: str = "ray_results", budget: str = "auto",
-           resume: bool = False,
+           optuna_storage: str | None = None, storage_path: str | None = None, state: str | None = None,
+           budget: str = "auto", resume: bool = False,
            log: Callable[[str], None] | None = None, started_at: float | None = None) -> SearchOutcome:
     """Run (or, with resume=True, continue) a search over a space file; returns its `SearchOutcome`.
 
@@ -141,7 +145,7 @@ def search(space: str | os.PathLike | SearchSpace, *, num_samples: int | None = 
     values = _checked(SEARCH_OPTIONS, {
         "num_samples": num_samples, "max_concurrent": max_concurrent, "seed": seed, "choose_seeds": choose_seeds,
         "judge_seeds": judge_seeds, "confirm": confirm, "tracking_uri": tracking_uri, "optuna_storage": optuna_storage,
-        "storage_path": storage_path, "budget": budget, "resume": resume})
+        "storage_path": storage_path, "state": state, "budget": budget, "resume": resume})
     from raycse.driver.run import finish, run_search
     from raycse.driver.state import SearchOptions, say
     from raycse.settings.space import SearchSpace, load_space
@@ -151,8 +155,15 @@ def search(space: str | os.PathLike | SearchSpace, *, num_samples: int | None = 
         if not isinstance(space, (str, os.PathLike)):
             raise ConfigError.at("space", f"must be a space file's path or a SearchSpace, got {shown(space)}")
         space = load_space(space)
-    values["tracking_uri"] = resolve_tracking_uri(values["tracking_uri"])  # --resume: preflight.py finds it
-    options = SearchOptions(**values, started_at=started_at)
+    layout = state_layout(values.pop("state"), values["tracking_uri"], values["optuna_storage"],
+                          values["storage_path"])  # one place for the stores, each flag an override
+    named_by = dict(layout.named_by)
+    if layout.tracking_uri is None and os.environ.get("MLFLOW_TRACKING_URI"):
+        named_by["tracking_uri"] = "$MLFLOW_TRACKING_URI"
+    uri = resolve_tracking_uri(layout.tracking_uri, name=named_by["tracking_uri"])  # --resume: preflight.py finds it
+    values.update(tracking_uri=uri, optuna_storage=layout.optuna_storage, storage_path=layout.storage_path)
+    options = SearchOptions(**values, state=state, artifact_location=layout.artifacts_for(uri), store_flags=named_by,
+                            started_at=started_at)
     outcome = run_search(space, options, log=log or say)  # checks what the search reads (preflight.py) first
     finish(outcome, options.tracking_uri)
     return outcome

@@ -89,7 +89,7 @@ def test_report_refuses_a_file_that_is_no_mlflow_store_and_leaves_it_alone(tmp_p
     monkeypatch.chdir(tmp_path)
     (tmp_path / "notes.db").write_text("not a database\n")
     assert main(["report", "raycse-focal", "--tracking-uri", "sqlite:///notes.db"]) == 2
-    assert "holds no 'experiments' table" in capsys.readouterr().err
+    assert "'sqlite:///notes.db' is not a SQLite database" in capsys.readouterr().err
     assert [p.name for p in tmp_path.iterdir()] == ["notes.db"]
     assert (tmp_path / "notes.db").read_text() == "not a database\n"
 

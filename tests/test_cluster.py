@@ -174,7 +174,8 @@ def test_kuberay_rayjob_has_the_fields_kuberay_requires():
     argv = shlex.split(spec["entrypoint"])
     assert argv[:2] == ["raycse", "search"]
     assert argv[argv.index("--space") + 1].endswith("search_spaces/focal.yaml")
-    assert "://" in argv[argv.index("--storage-path") + 1], "Tune state must go to shared storage"
+    tune_state = argv[argv.index("--storage-path" if "--storage-path" in argv else "--state") + 1]
+    assert "://" in tune_state, "Tune state must go to shared storage"
     tracking_uri = argv[argv.index("--tracking-uri") + 1]
 
     cluster = spec["rayClusterSpec"]

@@ -21,9 +21,12 @@ from __future__ import annotations
 import collections
 import contextlib
 import hashlib
+import http.server
 import os
+import random
 import re
 import string
+import threading
 import warnings
 from pathlib import Path
 
@@ -88,7 +91,49 @@ def world(tmp_path_factory, tiny_bert_dir):
     import optuna
 
     optuna.create_study(study_name="fuzz-study", storage=optuna_rdb_storage(f"sqlite:///{paths['optuna']}"))
+    # stores that are not what they should be: garbage bytes, a SQLite file whose header leads into garbage, a
+    # --state directory whose mlflow.db is garbage
+    paths["garbage"] = stores / "garbage.db"
+    paths["garbage"].write_bytes(random.Random(0).randbytes(8192))
+    paths["bad_header"] = stores / "bad-header.db"
+    paths["bad_header"].write_bytes(b"SQLite format 3\x00" + random.Random(1).randbytes(4096))
+    paths["bad_state"] = stores / "bad-state"
+    paths["bad_state"].mkdir()
+    (paths["bad_state"] / "mlflow.db").write_bytes(random.Random(2).randbytes(1024))
     return paths
+
+
+@pytest.fixture(scope="module")
+def not_mlflow():
+    """An HTTP server that answers, but is no MLflow tracking server (404 everywhere): its address."""
+    class NotFound(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_error(404)
+
+        def log_message(self, *args):  # quiet: the contract counts every line of output
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), NotFound)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def unusable_store_urls(world, not_mlflow: str, for_optuna: bool = False) -> list[str]:
+    """Well-formed addresses of stores that are not one of this kind: probed before anything starts (a file of
+    garbage bytes, the other tool's SQLite store, a server that does not answer or is no MLflow server)."""
+    other = world["mlflow"] if for_optuna else world["optuna"]
+    return [f"sqlite:///{world['garbage']}", f"sqlite:///{world['bad_header']}", f"sqlite:///{world['corpus']}",
+            f"sqlite:///{other}", "postgresql+psycopg2://raycse:pw@127.0.0.1:9/nothing-listens",
+            *([] if for_optuna else ["http://127.0.0.1:9", not_mlflow])]
+
+
+def unusable_stores(world, not_mlflow: str, for_optuna: bool = False):
+    return st.sampled_from(unusable_store_urls(world, not_mlflow, for_optuna))
 
 
 @pytest.fixture(scope="module")
@@ -163,8 +208,9 @@ def working_directory(path: Path):
         os.chdir(before)
 
 
-def assert_rejected(argv: list[str], culprits: list[str], wd: Path, capfd, test: str, watched: tuple[Path, ...] = ()):
-    """Run the command line on `argv` in `wd` and check the contract (module docstring)."""
+def assert_rejected(argv: list[str], culprits: list[str], wd: Path, capfd, test: str,
+                    watched: tuple[Path, ...] = ()) -> str:
+    """Run the command line on `argv` in `wd` and check the contract (module docstring); returns the error line."""
     note(f"argv: {[a if len(a) < 300 else a[:300] + f'... ({len(a)} characters)' for a in argv]}")
     capfd.readouterr()
     before = snapshot(wd, *watched)
@@ -187,6 +233,7 @@ def assert_rejected(argv: list[str], culprits: list[str], wd: Path, capfd, test:
     assert any(culprit in lines[0] for culprit in culprits), (culprits, lines[0][:2000])
     after = snapshot(wd, *watched)
     assert after == before, sorted(set(after.items()) ^ set(before.items()))[:5]
+    return lines[0]
 
 
 @pytest.fixture(scope="module")
@@ -519,13 +566,16 @@ def bad_paths(world):
 
 
 @given(data=st.data())
-def test_malformed_search_flags_are_refused_naming_the_flag(data, world, wd, tripwires, capfd):
+def test_malformed_search_flags_are_refused_naming_the_flag(data, world, wd, tripwires, capfd, not_mlflow):
     (wd / "good.yaml").write_text(dump(base_space(world)))
     flags = {
         "--num-samples": text_int(1), "--max-concurrent": text_int(1), "--seed": text_int(0, SEED_LIMIT),
         "--choose-seeds": text_int(1, 100), "--judge-seeds": text_int(2, 100),
         "--budget": not_choice(("auto", "cpu", "full")),
-        "--tracking-uri": bad_uris(world), "--optuna-storage": bad_uris(world, for_optuna=True),
+        "--tracking-uri": st.one_of(bad_uris(world), unusable_stores(world, not_mlflow)),
+        "--optuna-storage": st.one_of(bad_uris(world, for_optuna=True), unusable_stores(world, not_mlflow, True)),
+        "--state": st.one_of(bad_paths(world), st.sampled_from(["notes.txt", "s3://", "s3://bucket/no-databases",
+                                                                str(world["bad_state"])])),
         "--storage-path": st.one_of(bad_paths(world), st.just("notes.txt")), "--resume": FLAG_ONLY,
         "--space": st.one_of(bad_paths(world), st.sampled_from(["no-such.yaml", "full", str(world["corpus"])])),
     }
@@ -539,6 +589,24 @@ def test_malformed_search_flags_are_refused_naming_the_flag(data, world, wd, tri
         argv = ["search", "--space", "good.yaml", *extra]
     try:
         assert_rejected(argv, culprits, wd, capfd, "search flags", watched=(world["corpus"].parent, world["model"]))
+    finally:
+        (wd / "good.yaml").unlink()
+
+
+def test_every_unusable_store_is_refused_before_anything_starts(world, wd, tripwires, capfd, not_mlflow):
+    """Each kind of store that is not one, for each flag that names a store (the fuzzer above draws among them):
+    one line naming the flag and the address, exit 2, nothing created beside it or in the working directory."""
+    (wd / "good.yaml").write_text(dump(base_space(world)))
+    cases = [(flag, url) for flag, for_optuna in (("--tracking-uri", False), ("--optuna-storage", True))
+             for url in unusable_store_urls(world, not_mlflow, for_optuna)]
+    cases.append(("--state", str(world["bad_state"])))
+    try:
+        for flag, url in cases:
+            line = assert_rejected(["search", "--space", "good.yaml", flag, url], [f"{flag}: "], wd, capfd,
+                                   "unusable stores", watched=(world["corpus"].parent, world["model"]))
+            address = url.replace(":pw@", ":***@") if flag != "--state" else f"{url}/mlflow.db"
+            assert address in line, line  # the address, its password hidden
+            assert ":pw@" not in line
     finally:
         (wd / "good.yaml").unlink()
 

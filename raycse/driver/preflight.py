@@ -9,9 +9,12 @@
   names       the experiment's directory under the storage path is a path the file system takes
   storage     the storage path is a directory that exists or can be created, and holds a search exactly when
               --resume says it does
-  stores      the MLflow tracking URI and the Optuna storage are well-formed addresses; --resume finds the store
-              and the search's parent run in it; a new search finds no study of its name (read without creating
-              the file; a storage that is not a SQLite file is asked by the setup stage)
+  stores      the MLflow tracking URI and the Optuna storage are well-formed addresses, and each store is what it
+              should be, asked read-only: a SQLite file is absent, empty, or a SQLite database holding no table or
+              its kind's (MLflow's, Optuna's); a tracking server answers /health; a database server accepts a
+              connection and holds its kind's tables or none. --resume finds the store and the search's parent run
+              in it; a new search finds no study of its name (read without creating the file; a storage that is not
+              a SQLite file is asked again by the setup stage)
   resources   on a local Ray (no RAY_ADDRESS), one trial fits this machine: its CPUs and GPUs, which Ray would
               otherwise wait for forever
 
@@ -27,7 +30,7 @@ from raycse.driver.state import SearchOptions
 from raycse.errors import ConfigError, shown
 from raycse.settings.checks import check_path_text, check_writable_dir
 from raycse.settings.space import SearchSpace
-from raycse.tracking.stores import check_optuna_storage, check_tracking_uri, study_names
+from raycse.tracking.stores import check_optuna_storage, check_tracking_uri, probe_store, study_names
 
 TUNER_STATE = "tuner.pkl"  # what a Tune experiment directory holds once its search has started (Tuner.can_restore)
 
@@ -56,16 +59,16 @@ def open_space_inputs(space: SearchSpace) -> None:
 def _check_storage(space: SearchSpace, options: SearchOptions) -> str:
     """The storage path, and whether a search is there; returns the search's path (storage/experiment)."""
     name = planning.experiment_dir_name(space.experiment)
-    storage = options.storage_path
+    storage, flag = options.storage_path, options.store_flags.get("storage_path", "storage_path")
     if "://" in storage:  # s3://, gs://: Tune itself says whether it can restore
         from ray import tune
 
         search_path = f"{storage.rstrip('/')}/{name}"
         exists = tune.Tuner.can_restore(search_path)
     else:
-        local = check_writable_dir("storage_path", storage).resolve()
+        local = check_writable_dir(flag, storage).resolve()
         search_path = str(local / name)
-        check_path_text("storage_path", search_path)
+        check_path_text(flag, search_path)
         exists = (local / name / TUNER_STATE).is_file()
     if options.resume and not exists:
         raise ConfigError.at("resume", f"no search to resume at {search_path!r}")
@@ -76,9 +79,14 @@ def _check_storage(space: SearchSpace, options: SearchOptions) -> str:
 
 
 def _check_stores(space: SearchSpace, options: SearchOptions, search_path: str) -> None:
-    check_tracking_uri("tracking_uri", options.tracking_uri, must_exist=options.resume)
+    flags = options.store_flags
+    tracking_flag = flags.get("tracking_uri", "tracking_uri")
+    check_tracking_uri(tracking_flag, options.tracking_uri, must_exist=options.resume)
+    probe_store(tracking_flag, options.tracking_uri, "experiments")
     storage = options.optuna_storage or planning.default_optuna_storage(options.tracking_uri)
-    check_optuna_storage("optuna_storage" if options.optuna_storage else "tracking_uri", storage)
+    optuna_flag = flags.get("optuna_storage", "optuna_storage") if options.optuna_storage else tracking_flag
+    check_optuna_storage(optuna_flag, storage)
+    probe_store(optuna_flag, storage, "studies")
     if options.resume:
         from raycse.records import PATH_TAG
         from raycse.tracking.tracker import Tracker

@@ -40,6 +40,9 @@ class SearchOptions:
     judge_seeds: int | None = None  # ... and judge_seeds
     confirm: bool = True  # False: no choosing and judging (--no-confirm): the search stage's best, unjudged
     optuna_storage: str | None = None
+    state: str | None = None  # --state: the one place the stores above were derived from (None: each its own)
+    artifact_location: str | None = None  # MLflow's artifacts for a new experiment (None: MLflow's or the server's)
+    store_flags: dict[str, str] = field(default_factory=dict)  # which flag named each store, for error messages
     started_at: float = field(default_factory=time.perf_counter)  # the command's start: time_total_s runs from it
     # How the search stage samples (benchmarks/search_quality.py compares them): None (the space file's
     # search.sampler), one of raycse.settings.space.SAMPLER_NAMES, or "grid" (Tune's grid over `grid`:

@@ -1,14 +1,21 @@
 """Where a run's records go, checked before either store is opened: the MLflow tracking URI and the Optuna storage.
 
 Opening a store is a side effect (MLflow and Optuna create a SQLite file, and its tables, on first contact), so a
-command checks the address first, without touching it: the scheme is one the library serves, a SQLite path is a
-path whose folder can hold the file, and a command that only reads (`raycse report`) finds the file already there.
+command checks the address first, without writing to it: the scheme is one the library serves, a SQLite path is a
+path whose folder can hold the file, an existing file is empty or a SQLite database of the store's kind (read only),
+and a command that only reads (`raycse report`) finds the file already there. `probe_store` asks a server (an MLflow
+tracking server, a PostgreSQL or MySQL database) whether it answers and is of its kind, before a search starts.
+
+`state_layout` derives a search's four kinds of state from one place (`--state`): MLflow's runs and artifacts, the
+Optuna study, Tune's experiment state and the trials' checkpoints.
 """
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import urllib.parse
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from raycse.errors import ConfigError, shown
@@ -41,11 +48,37 @@ def _check_sqlite(name: str, url: str, must_exist: bool, table: str = "") -> Non
         raise ConfigError.at(name, f"{shown(url)}: {str(path)!r} is a directory, not a database file")
     if must_exist and not exists:
         raise ConfigError.at(name, f"no store at {shown(url)}: {str(path)!r} does not exist")
-    if must_exist and table and table not in _tables(path):
-        raise ConfigError.at(name, f"{shown(url)} is not the store it should be: {str(path)!r} holds no "
-                                   f"{table!r} table")
-    if not exists:
+    if exists:
+        _check_sqlite_kind(name, url, path, table, must_exist)
+    else:
         check_writable_dir(name, str(path.parent) if str(path.parent) else ".")
+
+
+SQLITE_HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
+STORE_KINDS = {"experiments": "an MLflow store", "studies": "an Optuna storage"}  # a store's kind, by its key table
+
+
+def _check_sqlite_kind(name: str, url: str, path: Path, table: str, must_exist: bool) -> None:
+    """An existing file is one the store can take: empty (a new file), or a SQLite database that holds no table yet
+    or this kind's tables (`table`: MLflow's `experiments`, Optuna's `studies`). Read only: nothing is created."""
+    try:
+        with path.open("rb") as file:
+            header = file.read(len(SQLITE_HEADER))
+    except OSError as err:
+        raise ConfigError.at(name, f"cannot read {shown(url)}: {err.strerror}") from None
+    if not header and not must_exist:
+        return  # an empty file: SQLite makes it a database on first write
+    if header != SQLITE_HEADER:
+        raise ConfigError.at(name, f"{shown(url)} is not a SQLite database: {str(path)!r} holds something else")
+    try:
+        tables = _read_tables(path)
+    except sqlite3.Error as err:
+        raise ConfigError.at(name, f"{shown(url)} is not a readable SQLite database ({err})") from None
+    if table and (table not in tables) and (tables or must_exist):
+        what = STORE_KINDS.get(table, f"a store with a {table!r} table")
+        held = f"other tables ({', '.join(sorted(tables)[:4])}{', ...' if len(tables) > 4 else ''})" if tables \
+            else "no table"
+        raise ConfigError.at(name, f"{shown(url)} is not {what}: {str(path)!r} holds {held} and no {table!r} table")
 
 
 def check_tracking_uri(name: str, uri: str, must_exist: bool = False) -> str:
@@ -71,11 +104,11 @@ def check_tracking_uri(name: str, uri: str, must_exist: bool = False) -> str:
     return uri
 
 
-def resolve_tracking_uri(tracking_uri: str | None, must_exist: bool = False) -> str:
-    """`tracking_uri`, else $MLFLOW_TRACKING_URI, else SQLite in the working directory; checked, never opened (an
-    absolute path for SQLite: trial processes run elsewhere)."""
+def resolve_tracking_uri(tracking_uri: str | None, must_exist: bool = False, name: str = "tracking_uri") -> str:
+    """`tracking_uri` (given as `name`), else $MLFLOW_TRACKING_URI, else SQLite in the working directory; checked,
+    never opened (an absolute path for SQLite: trial processes run elsewhere)."""
     if tracking_uri is not None:
-        uri, name = tracking_uri, "tracking_uri"
+        uri = tracking_uri
     elif os.environ.get("MLFLOW_TRACKING_URI"):
         uri, name = os.environ["MLFLOW_TRACKING_URI"], "$MLFLOW_TRACKING_URI"
     else:
@@ -116,14 +149,19 @@ def _read_only(path: Path) -> sqlite3.Connection:
                            uri=True)
 
 
+def _read_tables(path: Path) -> set[str]:
+    """The tables of a SQLite file, read without writing anything; sqlite3.Error when it is no SQLite database."""
+    db = _read_only(path)
+    try:
+        return {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    finally:
+        db.close()
+
+
 def _tables(path: Path) -> set[str]:
     """The tables of a SQLite file, read without writing anything (none when it is no SQLite database)."""
     try:
-        db = _read_only(path)
-        try:
-            return {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        finally:
-            db.close()
+        return _read_tables(path)
     except sqlite3.Error:
         return set()
 
@@ -146,3 +184,144 @@ def study_names(url: str) -> list[str] | None:
         raise ConfigError(f"cannot read the Optuna storage {shown(url)}: {err}") from None
     finally:
         db.close()
+
+
+# ------------------------------------------------------------------------------------------------ servers
+PROBE_TIMEOUT_S = 10.0  # the longest a server may take to answer the probe
+
+
+def hidden(url: str) -> str:
+    """The URL as it may be shown: a database URL's password masked."""
+    if "@" not in url or "://" not in url or url.startswith(("http://", "https://")):
+        return url
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - not a URL SQLAlchemy reads: shown as it is (it was checked before)
+        return url
+
+
+def probe_store(name: str, url: str, table: str, timeout: float = PROBE_TIMEOUT_S) -> None:
+    """A store on a server answers and is of its kind, asked read-only: an MLflow tracking server answers `/health`;
+    a database server accepts a connection and holds no table yet or this kind's (`table`: MLflow's `experiments`,
+    Optuna's `studies`). SQLite files and other schemes are left to check_tracking_uri / check_optuna_storage."""
+    scheme = url.split("://", 1)[0].split("+", 1)[0].lower() if "://" in url else ""
+    if scheme in ("http", "https"):
+        _probe_mlflow_server(name, url, timeout)
+    elif scheme in ("postgresql", "mysql", "mssql"):
+        _probe_database(name, url, table, timeout)
+
+
+def _probe_mlflow_server(name: str, url: str, timeout: float) -> None:
+    import urllib.error
+    import urllib.request
+
+    health = url.rstrip("/") + "/health"
+    try:
+        with urllib.request.urlopen(health, timeout=timeout) as response:
+            body = response.read(64)
+    except urllib.error.HTTPError as err:
+        if err.code in (401, 403):  # a server that wants credentials: MLflow's client sends them
+            return
+        raise ConfigError.at(name, f"{shown(url)} answers, but is not an MLflow tracking server (GET {health}: HTTP "
+                                   f"{err.code})") from None
+    except (urllib.error.URLError, OSError, ValueError) as err:
+        reason = getattr(err, "reason", None) or err
+        reason = getattr(reason, "strerror", None) or str(reason)
+        raise ConfigError.at(name, f"the MLflow tracking server at {shown(url)} does not answer ({reason}): start it "
+                                   "first, or pass the address it listens on") from None
+    if body.strip() != b"OK":
+        raise ConfigError.at(name, f"{shown(url)} answers, but is not an MLflow tracking server (GET {health} did not "
+                                   "answer OK)")
+
+
+def _probe_database(name: str, url: str, table: str, timeout: float) -> None:
+    import sqlalchemy
+    from sqlalchemy.pool import NullPool
+
+    backend = sqlalchemy.engine.make_url(url).get_backend_name()
+    connect_args = {"connect_timeout": max(1, int(timeout))} if backend in ("postgresql", "mysql") else {}
+    try:
+        engine = sqlalchemy.create_engine(url, poolclass=NullPool, connect_args=connect_args)
+        try:
+            with engine.connect() as connection:
+                tables = set(sqlalchemy.inspect(connection).get_table_names())
+        finally:
+            engine.dispose()
+    except Exception as err:  # noqa: BLE001 - a missing driver, a refused connection, a refused login, a missing database
+        reason = str(getattr(err, "orig", None) or err).strip().splitlines()
+        raise ConfigError.at(name, f"the database at {shown(hidden(url))} does not answer "
+                                   f"({shown(reason[0] if reason else type(err).__name__, 160)[1:-1]})") from None
+    if tables and table not in tables:
+        what = STORE_KINDS.get(table, f"a store with a {table!r} table")
+        raise ConfigError.at(name, f"{shown(hidden(url))} is not {what}: the database holds other tables "
+                                   f"({', '.join(sorted(tables)[:4])}{', ...' if len(tables) > 4 else ''}) and no "
+                                   f"{table!r} table")
+
+
+# -------------------------------------------------------------------------------------------- --state
+TUNE_DIR, MLFLOW_FILE, OPTUNA_FILE, ARTIFACTS_DIR = "ray_results", "mlflow.db", "optuna.db", "mlflow-artifacts"
+_OBJECT_STORE = re.compile(r"^[a-z][a-z0-9+.-]*://[^/\s]")
+
+
+@dataclass(frozen=True)
+class StoreLayout:
+    """Where a search's state goes: each store from its own flag when given, else derived from `--state`.
+
+    tracking_uri       MLflow's runs (None: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db in the working directory)
+    optuna_storage     the Optuna study (None: optuna.db beside a SQLite MLflow store, else in the working directory)
+    storage_path       Tune's experiment state and the trials' checkpoints
+    artifact_location  MLflow's artifacts for a new experiment when the client writes them itself (a database store);
+                       None: MLflow's default, or what a tracking server decides (its --artifacts-destination)
+    named_by           each store's culprit in an error message: its own flag, or "state"
+    """
+
+    tracking_uri: str | None
+    optuna_storage: str | None
+    storage_path: str
+    artifact_location: str | None = None
+    named_by: dict[str, str] = field(default_factory=dict)
+
+    def artifacts_for(self, tracking_uri: str) -> str | None:
+        """The artifact location to give a new experiment in this MLflow store (none for a tracking server's)."""
+        return None if tracking_uri.startswith(("http://", "https://", "databricks")) else self.artifact_location
+
+
+def state_layout(state: str | None, tracking_uri: str | None = None, optuna_storage: str | None = None,
+                 storage_path: str | None = None) -> StoreLayout:
+    """The search's stores from `--state` (a directory, or an object-storage URI such as s3://bucket/prefix) with
+    each store's own flag as an override; checked, nothing created.
+
+    A directory holds all four: mlflow.db (runs) and mlflow-artifacts/, optuna.db (the study), ray_results/ (Tune's
+    state and checkpoints). Object storage holds Tune's state, the checkpoints and MLflow's artifacts, but no
+    database: MLflow's store (--tracking-uri or $MLFLOW_TRACKING_URI) and the study (--optuna-storage) must be named.
+    """
+    named = {"tracking_uri": "tracking_uri", "optuna_storage": "optuna_storage", "storage_path": "storage_path"}
+    if state is None:
+        return StoreLayout(tracking_uri, optuna_storage, storage_path or TUNE_DIR, None, named)
+    check_str("state", state)
+    derived = {key: "state" for key, given in (("tracking_uri", tracking_uri), ("optuna_storage", optuna_storage),
+                                              ("storage_path", storage_path)) if given is None}
+    named.update(derived)
+    if "://" in state:
+        if not _OBJECT_STORE.match(state):
+            raise ConfigError.at("state", f"{shown(state)} is neither a directory nor an object-storage URI "
+                                          "(s3://bucket/prefix, gs://bucket/prefix)")
+        base = state.rstrip("/")
+        if tracking_uri is None and not os.environ.get("MLFLOW_TRACKING_URI"):
+            raise ConfigError.at("state", f"{shown(state)} is object storage: it holds Tune's state, the checkpoints "
+                                          "and MLflow's artifacts, but MLflow's runs need a database: pass "
+                                          "--tracking-uri (a tracking server or a database)")
+        if optuna_storage is None:
+            raise ConfigError.at("state", f"{shown(state)} is object storage: it holds Tune's state, the checkpoints "
+                                          "and MLflow's artifacts, but the Optuna study needs a database: pass "
+                                          "--optuna-storage (PostgreSQL, or SQLite on a disk that outlives the "
+                                          "cluster)")
+        return StoreLayout(tracking_uri, optuna_storage, storage_path or f"{base}/{TUNE_DIR}",
+                           f"{base}/{ARTIFACTS_DIR}", named)
+    root = check_writable_dir("state", state).resolve()
+    check_path_text("state", str(root / ARTIFACTS_DIR))
+    return StoreLayout(tracking_uri or f"sqlite:///{root / MLFLOW_FILE}",
+                       optuna_storage or f"sqlite:///{root / OPTUNA_FILE}",
+                       storage_path or str(root / TUNE_DIR), str(root / ARTIFACTS_DIR), named)

@@ -127,7 +127,7 @@ class Tracker:
     """
 
     @retried
-    def __init__(self, tracking_uri: str, experiment: str, create: bool = True):
+    def __init__(self, tracking_uri: str, experiment: str, create: bool = True, artifact_location: str | None = None):
         import mlflow
         from mlflow.exceptions import MlflowException
         from mlflow.tracking import MlflowClient
@@ -156,7 +156,9 @@ class Tracker:
             self.client.restore_experiment(found.experiment_id)
         if found is None:
             try:
-                found = self.client.get_experiment(self.client.create_experiment(experiment))
+                # artifact_location: where a new experiment's artifacts go (None: MLflow's default, or the server's)
+                found = self.client.get_experiment(self.client.create_experiment(experiment,
+                                                                                 artifact_location=artifact_location))
             except MlflowException:  # another process created it between the two calls
                 found = self.client.get_experiment_by_name(experiment)
                 if found is None:

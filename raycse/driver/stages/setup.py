@@ -53,7 +53,7 @@ class SetupStage(Stage):
                       f"({plan.num_samples} trials, batch {plan.base.batch_size}, {plan.base.max_steps or 'all'} "
                       f"steps, the objective every {plan.base.eval_steps} steps{judged}")
         state.optuna_storage = options.optuna_storage or planning.default_optuna_storage(options.tracking_uri)
-        state.tracker = Tracker(options.tracking_uri, space.experiment)
+        state.tracker = Tracker(options.tracking_uri, space.experiment, artifact_location=options.artifact_location)
         state.parent_run_id = _open_parent_run(state)
 
 
