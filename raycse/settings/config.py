@@ -19,8 +19,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from raycse.data.corpus import BUNDLED_CORPUS, BUNDLED_NLI
-from raycse.encoder.model import AUTO_POOLER, POOLERS, resolve_poolers
+from raycse.data import BUNDLED_CORPUS, BUNDLED_NLI
+from raycse.encoder.poolers import AUTO_POOLER, POOLERS
 from raycse.errors import ConfigError, shown
 from raycse.settings import inputs
 from raycse.settings.checks import (
@@ -128,6 +128,8 @@ class TrainConfig:
 
     def poolers(self) -> tuple[str, str]:
         """(training pooler, evaluation pooler): 'auto' resolved from the model's own files (model.py)."""
+        from raycse.encoder.model import resolve_poolers
+
         return resolve_poolers(self.model, self.pooler, self.eval_pooler, supervised=self.supervised)
 
     def to_dict(self) -> dict[str, Any]:
