@@ -312,9 +312,8 @@ def evaluate(model: str = "minilm", pooler: str = "auto", tasks: str = "stsb-dev
 def evaluation_pooler(model: str, pooler: str = "auto", trust_remote_code: bool = False) -> str:
     """The pooler an evaluation of `model` uses: `pooler` itself, or for 'auto' the model's own. The model is
     checked first (its files, that it is a text encoder): a ConfigError naming it otherwise."""
-    if pooler not in (AUTO_POOLER, *POOLERS):  # before the model is looked at: the cheap mistake first
-        raise ConfigError.at("pooler", f"unknown pooler {shown(pooler)} (choose from {AUTO_POOLER}, "
-                                       f"{', '.join(POOLERS)})")
+    values = _checked(EVAL_OPTIONS, {"model": model, "pooler": pooler, "trust_remote_code": trust_remote_code})
+    model, pooler = values["model"], values["pooler"]  # the cheap checks first, before the model is looked at
     from raycse.encoder.loading import check_loadable
     from raycse.encoder.model import resolve_poolers
 

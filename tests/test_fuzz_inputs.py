@@ -591,12 +591,12 @@ def test_malformed_train_flags_are_refused_naming_the_flag(data, world, wd, trip
 
 @given(data=st.data())
 def test_malformed_eval_flags_are_refused_naming_the_flag(data, world, wd, tripwires, capfd):
-    from raycse.encoder.model import POOLERS
+    from raycse.encoder.poolers import AUTO_POOLER, POOLERS
 
     flags = {
         "--model": st.one_of(st.sampled_from(["./no-such-model", str(world["corpus"]), str(world["broken_model"]),
                                               str(world["folder"])]), bad_paths(world)),
-        "--pooler": not_choice(POOLERS), "--tasks": not_choice(("stsb-dev", "sts", "all")),
+        "--pooler": not_choice((AUTO_POOLER, *POOLERS)), "--tasks": not_choice(("stsb-dev", "sts", "all")),
         "--batch-size": text_int(1), "--max-len": text_int(3),
         "--output": st.one_of(st.sampled_from(["full", "notes.txt/out.json", "."]), bad_paths(world)),
     }

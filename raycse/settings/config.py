@@ -159,7 +159,10 @@ class TrainConfig:
         (the loss is built to validate its hyperparameters): `open_inputs` reads."""
         from raycse.losses import build_loss
 
-        for f in dataclasses.fields(self):
+        # the files first: of several mistakes, the one error names the one a user fixes first (a missing corpus
+        # before an evaluation interval that the corrected run may make right)
+        fields = sorted(dataclasses.fields(self), key=lambda f: f.metadata.get("check") is None)
+        for f in fields:
             check_setting(f, getattr(self, f.name))
         if self.mini_batch_size is not None and self.mini_batch_size > self.batch_size:
             raise ConfigError.at("mini_batch_size", f"must be at most batch_size ({self.batch_size}), got "
