@@ -39,8 +39,8 @@ from raycse.tracking.stores import resolve_tracking_uri
 if TYPE_CHECKING:
     from raycse.bench.dry_run import DryRun
     from raycse.driver.outcome import SearchOutcome
-    from raycse.export import ExportResult
-    from raycse.report.status import SearchStatus
+    from raycse.exporting import ExportResult
+    from raycse.reporting.status import SearchStatus
     from raycse.settings.space import SearchSpace
     from raycse.training.result import TrainResult
 
@@ -340,11 +340,28 @@ def report(experiment: str, *, tracking_uri: str | None = None, optuna_storage: 
     if optuna_storage is not None:
         check_optuna_storage("optuna_storage", optuna_storage, must_exist=True)
     out_dir = check_writable_dir("output_dir", output_dir)
-    from raycse.report import report_experiment
-    from raycse.report.load import load_search
+    from raycse.reporting import report_experiment
+    from raycse.reporting.load import load_search
 
     record = load_search(uri, experiment, optuna_storage)  # the experiment, its search and study: read, never made
     return report_experiment(uri, experiment, out_dir, optuna_storage, record=record)
+
+
+# ------------------------------------------------------------------------------------------------- load
+def load(experiment: str, tracking_uri: str | None = None) -> SearchOutcome:
+    """The outcome of the experiment's latest finished search, as `search` returned it: the same winner, decision,
+    verdict, trials and timings, read from the tracking store (default: $MLFLOW_TRACKING_URI, else
+    sqlite:///mlflow.db). Reads the store, creates nothing."""
+    check_name("experiment", experiment)
+    uri = resolve_tracking_uri(tracking_uri, must_exist=True)
+    from raycse.driver.loaded import outcome_from_summary
+    from raycse.reporting.load import latest_summary
+    from raycse.tracking.tracker import Tracker
+
+    tracker = Tracker.existing(uri, experiment)
+    parent_run_id, summary = latest_summary(tracker)
+    parent = tracker.run(parent_run_id)
+    return outcome_from_summary(summary, parent_run_id, parent.info.run_name, parent.data.params)
 
 
 # ------------------------------------------------------------------------------------------------- status
@@ -353,7 +370,7 @@ def status(experiment: str, *, tracking_uri: str | None = None) -> SearchStatus:
     trials, the time spent and left), read from MLflow while it runs or after; reads the store, creates nothing."""
     check_name("experiment", experiment)
     uri = resolve_tracking_uri(tracking_uri, must_exist=True)
-    from raycse.report.status import search_status
+    from raycse.reporting.status import search_status
 
     return search_status(uri, experiment)
 
@@ -365,7 +382,7 @@ def export(experiment: str, folder: str | os.PathLike, *, tracking_uri: str | No
     model folder with its model card (README.md); with `push_to_hub=OWNER/NAME`, upload it too. Returns the
     `ExportResult` (the folder, the parent run, the card) and, when pushed, its `.url`. Reads the store, creates
     none; nothing is written before the store, the experiment and the folder have been checked."""
-    from raycse.export import check_repo_id, check_target
+    from raycse.exporting import check_repo_id, check_target
 
     check_name("experiment", experiment)
     if not isinstance(folder, (str, os.PathLike)):
@@ -377,7 +394,7 @@ def export(experiment: str, folder: str | os.PathLike, *, tracking_uri: str | No
     out_dir = check_writable_dir("dir", os.fspath(folder))
     check_target(out_dir)
     uri = resolve_tracking_uri(values["tracking_uri"], must_exist=True)
-    from raycse import export as exporting  # (the module; this function's parameter is named push_to_hub)
+    from raycse import exporting
 
     result = exporting.export_winner(uri, experiment, out_dir, model_id=values["push_to_hub"])
     if values["push_to_hub"] is not None:

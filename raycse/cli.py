@@ -219,7 +219,7 @@ def _cmd_search(args) -> int:
     for name in ("step_ms", "gpus"):
         if getattr(args, name) is not None:
             raise ConfigError.at(name, "only applies with --dry-run")
-    from raycse.report.tables import format_search_summary, format_timings
+    from raycse.reporting.tables import format_search_summary, format_timings
 
     outcome = api.search(args.space, **_values(args, api.SEARCH_OPTIONS), _started_at=args.started_at)
     print(format_search_summary(outcome.summary), flush=True)
@@ -235,7 +235,7 @@ def _cmd_search(args) -> int:
               "the table above)", file=sys.stderr)
         return EXIT_FAILED
     if outcome.model_version is not None:  # last: what to do next
-        from raycse.export import export_command
+        from raycse.exporting import export_command
 
         uri = api.resolve_tracking_uri(args.tracking_uri)  # the search's store, checked by it already
         print(f"Export the winner with its model card: {export_command(outcome.experiment, uri)}")
@@ -350,7 +350,7 @@ def _cmd_losses(args) -> int:
 
 
 def _cmd_status(args) -> int:
-    from raycse.report.status import format_status
+    from raycse.reporting.status import format_status
 
     print(format_status(api.status(args.experiment, tracking_uri=args.tracking_uri)))
     return EXIT_OK

@@ -18,7 +18,7 @@ import pytest
 
 from raycse.cli import main
 from raycse.records import BEST_TRIAL_TAG, SEARCH_TAG
-from raycse.report.tables import format_search_summary
+from raycse.reporting.tables import format_search_summary
 
 EXPERIMENT = "raycse-focal"
 POOLER = "cls_before_pooler"

@@ -101,8 +101,8 @@ def tripwires():
     import raycse.bench.concurrent
     import raycse.bench.step
     import raycse.evaluation.sts
-    import raycse.export
-    import raycse.report
+    import raycse.exporting
+    import raycse.reporting
     import raycse.training.launch
     from raycse.driver.stages.setup import SetupStage
 
@@ -110,8 +110,8 @@ def tripwires():
         patch.setattr(SetupStage, "run", tripwire)
         patch.setattr(raycse.training.launch, "run_training", tripwire)
         patch.setattr(raycse.evaluation.sts, "run_eval", tripwire)
-        patch.setattr(raycse.report, "report_experiment", tripwire)
-        patch.setattr(raycse.export, "latest_summary", tripwire)  # export: its first read of the search
+        patch.setattr(raycse.reporting, "report_experiment", tripwire)
+        patch.setattr(raycse.exporting, "latest_summary", tripwire)  # export: its first read of the search
         patch.setattr(raycse.bench.step, "run_bench", tripwire)
         patch.setattr(raycse.bench.concurrent, "run_concurrent", tripwire)
         patch.setattr(raycse.bench.cached, "run_cached_bench", tripwire)
