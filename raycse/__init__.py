@@ -1,19 +1,23 @@
 """raycse: Ray-distributed hyperparameter search for contrastive sentence-embedding training (the SimCSE family).
 
-The Python API (raycse/api.py), what the command line (`raycse eval | train | search | report | bench`, raycse.cli)
-is a thin layer over:
+The Python API, which the command line (`raycse --help`) is a thin layer over:
 
-    raycse.search(space, **options)   a Ray Tune + Optuna search over a search_spaces/*.yaml file -> SearchOutcome
-    raycse.train(output_dir=..., **settings)   one training -> results.json's contents
-    raycse.evaluate(model, pooler, tasks)      SentEval's STS figures of an encoder -> {name: figure}
+    raycse.search(space, **options)        a Ray Tune + Optuna search over a space file -> SearchOutcome
+    raycse.load(experiment)                a finished search's SearchOutcome, read back from MLflow
+    raycse.plan(space, step_ms=..., gpus=...)   what a search would run and cost, nothing run -> DryRun
+    raycse.status(experiment)              where a running (or finished) search stands -> SearchStatus
+    raycse.train(output_dir=..., loss=...) one training -> TrainResult
+    raycse.evaluate(model, pooler, tasks)  SentEval's STS figures of an encoder -> {name: figure}
+    raycse.report(experiment)              the report page of a search -> the text `raycse report` prints
+    raycse.export(experiment, folder)      the winner as a sentence-transformers folder with a model card
 
 Bad input raises `raycse.ConfigError` before anything starts. `raycse.losses` holds the losses as pure functions of
-embeddings. docs/architecture.md maps the package. Importing raycse is cheap: the heavy libraries (torch, Ray,
-MLflow) are imported by the functions that use them.
+embeddings. Importing raycse is cheap: the heavy libraries (torch, Ray, MLflow) are imported by the functions that
+use them.
 """
 
-from raycse.api import evaluate, search, train
+from raycse.api import evaluate, export, load, plan, report, search, status, train
 from raycse.errors import ConfigError
 
 __version__ = "0.1.0"
-__all__ = ["ConfigError", "evaluate", "search", "train"]
+__all__ = ["ConfigError", "evaluate", "export", "load", "plan", "report", "search", "status", "train"]

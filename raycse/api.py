@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from raycse.encoder.poolers import AUTO_POOLER, POOLERS
 from raycse.errors import ConfigError, shown
 from raycse.settings.checks import (
     CONFIRM_SEEDS_LIMIT,
@@ -32,14 +33,19 @@ from raycse.settings.checks import (
     check_writable_dir,
     check_writable_file,
 )
+from raycse.settings.config import TrainConfig
 from raycse.tracking.stores import resolve_tracking_uri, state_layout
 
 if TYPE_CHECKING:
+    from raycse.bench.dry_run import DryRun
     from raycse.driver.outcome import SearchOutcome
-    from raycse.export import ExportResult
+    from raycse.exporting import ExportResult
+    from raycse.reporting.status import SearchStatus
     from raycse.settings.space import SearchSpace
+    from raycse.training.result import TrainResult
 
 TRACKING_HELP = "default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db"
+DEFAULT_EVAL_STEPS = TrainConfig.eval_steps  # the interval a training evaluates at when none is given
 
 
 @dataclass(frozen=True)
@@ -88,11 +94,14 @@ SEARCH_OPTIONS = (
     Option("budget", str, "auto", "auto: the file's cpu_budget when the Ray cluster has no GPU",
            choices=("auto", "cpu", "full")),
     Option("resume", bool, False, "continue an interrupted search (either stage)"),
+    Option("experiment", str, None, "the search's name: its MLflow experiment, Optuna study, Tune folder and "
+           "registered model (default: the file's `experiment`), so that one file can be searched twice"),
 )
 
 EVAL_OPTIONS = (
     Option("model", str, "minilm", "'minilm' (packaged), a local directory or a hub id", path=True),
-    Option("pooler", str, "cls_before_pooler", "cls | cls_before_pooler | avg | avg_first_last | avg_top2"),
+    Option("pooler", str, AUTO_POOLER, "auto: the model's own pooling, else SimCSE's cls_before_pooler",
+           choices=(AUTO_POOLER, *POOLERS)),
     Option("tasks", str, "stsb-dev", "what to score", choices=("stsb-dev", "sts", "all")),
     Option("batch_size", int, 128, "sentences encoded at once", low=1, high=INT_LIMIT),
     Option("max_len", int, None, "truncate sentences (default: the model's limit)", low=3, high=INT_LIMIT),
@@ -129,67 +138,120 @@ def search(space: str | os.PathLike | SearchSpace, *, num_samples: int | None = 
            max_concurrent: int | None = None, seed: int | None = None, choose_seeds: int | None = None,
            judge_seeds: int | None = None, confirm: bool = True, tracking_uri: str | None = None,
            optuna_storage: str | None = None, storage_path: str | None = None, state: str | None = None,
-           budget: str = "auto", resume: bool = False,
-           log: Callable[[str], None] | None = None, started_at: float | None = None) -> SearchOutcome:
+           budget: str = "auto", resume: bool = False, experiment: str | None = None,
+           log: Callable[[str], None] | None = None, _started_at: float | None = None) -> SearchOutcome:
     """Run (or, with resume=True, continue) a search over a space file; returns its `SearchOutcome`.
 
     The outcome holds the answer: `outcome.winner` (the winning configuration: {"family", "params"}),
-    `outcome.verdict` (the answer in one sentence), `outcome.decision` (raycse/driver/decision.py: the judging
-    seeds' figures, `.versus_published` the winner - published interval on dev; None with confirm=False),
-    `outcome.trials` (every trial of every stage), `outcome.best_checkpoint`, and `outcome.summary`
-    (search_summary.json's contents; its "report" is the report page). The options are the command line's
-    (`raycse search --help`) by their Python names; `log` receives the progress lines (default: printed).
+    `outcome.verdict` (the answer in one sentence), `outcome.decision` (the choosing and judging seeds' figures;
+    `.versus_published` is the winner - published interval on dev; None with confirm=False),
+    `outcome.trials` (every trial of every stage; `outcome.trials_dataframe()` as a table), `outcome.best_checkpoint`,
+    and `outcome.summary` (the search's summary; its "report" is the report page). The options are the command
+    line's (`raycse search --help`) by their Python names; `log` receives the progress lines (default: printed).
+    `raycse.load(experiment)` returns the same outcome later.
     """
     import time
 
-    values = _checked(SEARCH_OPTIONS, {
-        "num_samples": num_samples, "max_concurrent": max_concurrent, "seed": seed, "choose_seeds": choose_seeds,
-        "judge_seeds": judge_seeds, "confirm": confirm, "tracking_uri": tracking_uri, "optuna_storage": optuna_storage,
-        "storage_path": storage_path, "state": state, "budget": budget, "resume": resume})
+    started_at = time.perf_counter() if _started_at is None else _started_at
+    space, options = _search_inputs(space, locals())
     from raycse.driver.run import finish, run_search
     from raycse.driver.state import SearchOptions, say
-    from raycse.settings.space import SearchSpace, load_space
 
-    started_at = time.perf_counter() if started_at is None else started_at
-    if not isinstance(space, SearchSpace):
-        if not isinstance(space, (str, os.PathLike)):
-            raise ConfigError.at("space", f"must be a space file's path or a SearchSpace, got {shown(space)}")
-        space = load_space(space)
-    layout = state_layout(values.pop("state"), values["tracking_uri"], values["optuna_storage"],
-                          values["storage_path"])  # one place for the stores, each flag an override
-    named_by = dict(layout.named_by)
-    if layout.tracking_uri is None and os.environ.get("MLFLOW_TRACKING_URI"):
-        named_by["tracking_uri"] = "$MLFLOW_TRACKING_URI"
-    uri = resolve_tracking_uri(layout.tracking_uri, name=named_by["tracking_uri"])  # --resume: preflight.py finds it
-    values.update(tracking_uri=uri, optuna_storage=layout.optuna_storage, storage_path=layout.storage_path)
-    options = SearchOptions(**values, state=state, artifact_location=layout.artifacts_for(uri), store_flags=named_by,
-                            started_at=started_at)
+    options = SearchOptions(**options, started_at=started_at)
     outcome = run_search(space, options, log=log or say)  # checks what the search reads (preflight.py) first
     finish(outcome, options.tracking_uri)
     return outcome
 
 
-# ------------------------------------------------------------------------------------------------- train
-def train(*, output_dir: str, resume: bool = False, tracking_uri: str | None = None, mlflow: bool = True,
-          **settings: Any) -> dict:
-    """Train one encoder with one loss (the body of every search trial); returns results.json's contents.
+def _search_inputs(space, given: dict[str, Any]) -> tuple[SearchSpace, dict[str, Any]]:
+    """The space (loaded, its experiment renamed when asked) and the checked options of a search or a plan."""
+    import dataclasses
 
-    `settings` are `raycse train`'s flags by their Python names: TrainConfig's fields (model, loss, reg, batch_size,
-    lr, max_steps, corpus, sup_data, seed, workers, ...) and the loss hyperparameters by the papers' names (tau, m,
-    pos_ratio, lambda, phi, k, ...); `hparams={...}` gives the latter as one mapping. The run is recorded in MLflow
-    (experiment raycse-train) unless mlflow=False; resume=True continues an interrupted training from
+    from raycse.settings.space import SearchSpace, load_space
+
+    values = _checked(SEARCH_OPTIONS, {option.name: given[option.name] for option in SEARCH_OPTIONS})
+    experiment = values.pop("experiment")
+    if experiment is not None:
+        check_name("experiment", experiment)
+    if not isinstance(space, SearchSpace):
+        if not isinstance(space, (str, os.PathLike)):
+            raise ConfigError.at("space", f"must be a space file's path or a SearchSpace, got {shown(space)}")
+        space = load_space(space)
+    if experiment is not None:
+        space = dataclasses.replace(space, experiment=experiment)
+    state = values.pop("state")
+    layout = state_layout(state, values["tracking_uri"], values["optuna_storage"],
+                          values["storage_path"])  # one place for the stores, each flag an override
+    named_by = dict(layout.named_by)
+    if layout.tracking_uri is None and os.environ.get("MLFLOW_TRACKING_URI"):
+        named_by["tracking_uri"] = "$MLFLOW_TRACKING_URI"
+    uri = resolve_tracking_uri(layout.tracking_uri, name=named_by["tracking_uri"])  # --resume: preflight.py finds it
+    values.update(tracking_uri=uri, optuna_storage=layout.optuna_storage, storage_path=layout.storage_path,
+                  state=state, artifact_location=layout.artifacts_for(uri), store_flags=named_by)
+    return space, values
+
+
+def plan(space: str | os.PathLike | SearchSpace, *, step_ms: float | None = None, gpus: int | None = None,
+         **options: Any) -> DryRun:
+    """What `search(space, **options)` would run, and what it would cost, without running anything: the budget
+    chosen, every stage with its trials, seeds and resources, and trial-hours and GPU-hours. `step_ms` is a training
+    step's milliseconds (None: a few steps and one evaluation are measured on this machine); `gpus` plans for that
+    many GPUs (None: this machine's). No store, folder or Ray cluster is created."""
+    from raycse.bench.dry_run import plan_search
+    from raycse.settings.checks import check_number
+
+    unknown = sorted(set(options) - {option.name for option in SEARCH_OPTIONS})
+    if unknown:
+        raise ConfigError.at(unknown[0], f"not an option of a search (options: "
+                                         f"{', '.join(o.name for o in SEARCH_OPTIONS)})")
+    if step_ms is not None:
+        check_number("step_ms", step_ms, low=0.0, strict=True)
+    if gpus is not None:
+        check_int("gpus", gpus, low=0, high=INT_LIMIT)
+    space, values = _search_inputs(space, {**{o.name: o.default for o in SEARCH_OPTIONS}, **options})
+    return plan_search(space, values, step_ms=step_ms, gpus=gpus)
+
+
+# ------------------------------------------------------------------------------------------------- train
+def train(*, output_dir: str, model: str = "minilm", loss: str = "simcse", reg: str | None = None,
+          pooler: str = "auto", eval_pooler: str | None = None, batch_size: int = 64,
+          mini_batch_size: int | None = None, lr: float = 3e-5, weight_decay: float = 0.0,
+          max_grad_norm: float = 1.0, epochs: int = 1,
+          max_steps: int | None = None, eval_steps: int | None = None, max_len: int = 32, objective: str = "stsb_dev",
+          objective_columns: str | None = None, corpus: str = "wiki-sample", sup_data: str | None = None,
+          replace_bad_bytes: bool = False, max_sentences: int | None = None, seed: int = 42, workers: int = 1,
+          gpus_per_worker: float | None = None, complementary: str | None = None, precision: str = "auto",
+          compile: str = "auto", test_eval: bool = True, trust_remote_code: bool = False,
+          hparams: dict[str, float] | None = None, resume: bool = False, tracking_uri: str | None = None,
+          mlflow: bool = True, **hyperparameters: float) -> TrainResult:
+    """Train one encoder with one loss (the body of every search trial); returns its `TrainResult`.
+
+    The settings are `raycse train`'s flags by their Python names (`raycse train --help` says what each does);
+    the loss hyperparameters go by the papers' names, as keywords (tau=0.05, m=0.2) or as one mapping
+    (hparams={"tau": 0.05}); a name no loss takes is refused. eval_steps=None evaluates every 125 steps, or once at
+    the end of a shorter run; gpus_per_worker=None takes a GPU when CUDA is available. The run is recorded in
+    MLflow (experiment raycse-train) unless mlflow=False; resume=True continues an interrupted training from
     output_dir/last.
     """
+    settings = {name: value for name, value in locals().items()
+                if name not in ("output_dir", "resume", "tracking_uri", "mlflow", "hyperparameters")}
+    settings.update(hyperparameters)
     config = prepare_training(output_dir=output_dir, resume=resume, settings=settings)
     uri = resolve_tracking_uri(tracking_uri) if check_bool("mlflow", mlflow) else None
     examples = config.open_inputs()  # the data, the model and the objective opened: errors now, not later
     from raycse.training.launch import run_training
+    from raycse.training.result import TrainResult
 
+    if eval_steps is None and config.max_steps is not None and config.eval_steps == config.max_steps:
+        print(f"evaluating at step {config.max_steps}, the run's end: the default interval ({DEFAULT_EVAL_STEPS} "
+              "steps) is longer than the run", flush=True)
     if config.loss == "dclr" and config.complementary is None:
         print("DCLR without complementary: the frozen complementary model is a copy of the starting weights, not the "
               "trained SimCSE model the paper uses (raycse search trains one first; pass complementary=DIR, "
               "--complementary DIR, to use yours).", flush=True)
-    return run_training(config, tracking_uri=uri, resume=resume, examples=examples if config.workers == 1 else None)
+    results = run_training(config, tracking_uri=uri, resume=resume,
+                           examples=examples if config.workers == 1 else None)
+    return TrainResult.from_results(config.output_dir, results)
 
 
 def prepare_training(output_dir: str, resume: bool, settings: dict[str, Any]):
@@ -206,6 +268,11 @@ def prepare_training(output_dir: str, resume: bool, settings: dict[str, Any]):
     if unknown:
         raise ConfigError.at(unknown[0], f"not a training setting nor a loss hyperparameter (settings: "
                                          f"{', '.join(sorted(fields))}; hyperparameters: {', '.join(catalogue)})")
+    if settings.get("eval_steps") is None:  # not given: every 125 steps, or once at the end of a shorter run
+        settings.pop("eval_steps", None)
+        max_steps = settings.get("max_steps")
+        if isinstance(max_steps, int) and not isinstance(max_steps, bool) and 0 < max_steps < DEFAULT_EVAL_STEPS:
+            settings["eval_steps"] = max_steps
     hparams = settings.pop("hparams", None) or {}
     if not isinstance(hparams, dict):
         raise ConfigError.at("hparams", f"must be a mapping of hyperparameters to numbers, got {shown(hparams)}")
@@ -231,32 +298,44 @@ def prepare_training(output_dir: str, resume: bool, settings: dict[str, Any]):
 
 
 # ------------------------------------------------------------------------------------------------- evaluate
-def evaluate(model: str = "minilm", pooler: str = "cls_before_pooler", tasks: str = "stsb-dev", *,
+def evaluate(model: str = "minilm", pooler: str = "auto", tasks: str = "stsb-dev", *,
              batch_size: int = 128, max_len: int | None = None, trust_remote_code: bool = False,
              output: str | None = None) -> dict[str, float]:
     """Score an encoder ('minilm', a local directory such as a search's best checkpoint, or a hub id) the way
     SentEval does: {"stsb_dev": ...} for tasks="stsb-dev", the seven STS tasks and their mean for "sts", all of it
-    with SICK-R dev, alignment and uniformity for "all". `output`: also write the figures there as JSON."""
+    with SICK-R dev, alignment and uniformity for "all". pooler="auto" pools as the model declares it does (a
+    sentence-transformers model's own pooling, a raycse checkpoint's), else as SimCSE evaluates (cls_before_pooler).
+    `output`: also write the figures there as JSON."""
     values = _checked(EVAL_OPTIONS, {"model": model, "pooler": pooler, "tasks": tasks, "batch_size": batch_size,
                                      "max_len": max_len, "trust_remote_code": trust_remote_code, "output": output})
-    from raycse.encoder.loading import check_loadable
-    from raycse.encoder.model import POOLERS
     from raycse.evaluation.sts import run_eval
     from raycse.files import write_json_atomic
 
-    if pooler not in POOLERS:
-        raise ConfigError.at("pooler", f"unknown pooler {shown(pooler)} (choose from {', '.join(POOLERS)})")
     if output is not None:
         check_writable_file("output", output)
-    try:
-        check_loadable(model, trust_remote_code)
-    except ConfigError as err:
-        raise ConfigError.at("model", str(err)) from None
+    pooler = evaluation_pooler(values["model"], pooler, trust_remote_code)
     figures = run_eval(values["model"], pooler=pooler, tasks=tasks, batch_size=batch_size, max_len=max_len,
                        trust_remote_code=trust_remote_code)
     if output is not None:
         write_json_atomic(output, figures)
     return figures
+
+
+def evaluation_pooler(model: str, pooler: str = "auto", trust_remote_code: bool = False) -> str:
+    """The pooler an evaluation of `model` uses: `pooler` itself, or for 'auto' the model's own. The model is
+    checked first (its files, that it is a text encoder): a ConfigError naming it otherwise."""
+    values = _checked(EVAL_OPTIONS, {"model": model, "pooler": pooler, "trust_remote_code": trust_remote_code})
+    model, pooler = values["model"], values["pooler"]  # the cheap checks first, before the model is looked at
+    from raycse.encoder.loading import check_loadable
+    from raycse.encoder.model import resolve_poolers
+
+    try:
+        check_loadable(model, trust_remote_code)
+    except ConfigError as err:
+        raise ConfigError.at("model", str(err)) from None
+    if pooler != AUTO_POOLER:
+        return pooler
+    return resolve_poolers(model, AUTO_POOLER, None, supervised=False)[1]
 
 
 # ------------------------------------------------------------------------------------------------- report
@@ -273,11 +352,39 @@ def report(experiment: str, *, tracking_uri: str | None = None, optuna_storage: 
     if optuna_storage is not None:
         check_optuna_storage("optuna_storage", optuna_storage, must_exist=True)
     out_dir = check_writable_dir("output_dir", output_dir)
-    from raycse.report import report_experiment
-    from raycse.report.load import load_search
+    from raycse.reporting import report_experiment
+    from raycse.reporting.load import load_search
 
     record = load_search(uri, experiment, optuna_storage)  # the experiment, its search and study: read, never made
     return report_experiment(uri, experiment, out_dir, optuna_storage, record=record)
+
+
+# ------------------------------------------------------------------------------------------------- load
+def load(experiment: str, tracking_uri: str | None = None) -> SearchOutcome:
+    """The outcome of the experiment's latest finished search, as `search` returned it: the same winner, decision,
+    verdict, trials and timings, read from the tracking store (default: $MLFLOW_TRACKING_URI, else
+    sqlite:///mlflow.db). Reads the store, creates nothing."""
+    check_name("experiment", experiment)
+    uri = resolve_tracking_uri(tracking_uri, must_exist=True)
+    from raycse.driver.loaded import outcome_from_summary
+    from raycse.reporting.load import latest_summary
+    from raycse.tracking.tracker import Tracker
+
+    tracker = Tracker.existing(uri, experiment)
+    parent_run_id, summary = latest_summary(tracker)
+    parent = tracker.run(parent_run_id)
+    return outcome_from_summary(summary, parent_run_id, parent.info.run_name, parent.data.params)
+
+
+# ------------------------------------------------------------------------------------------------- status
+def status(experiment: str, *, tracking_uri: str | None = None) -> SearchStatus:
+    """Where the experiment's latest search stands (its stage, trials done and planned, the best so far, the running
+    trials, the time spent and left), read from MLflow while it runs or after; reads the store, creates nothing."""
+    check_name("experiment", experiment)
+    uri = resolve_tracking_uri(tracking_uri, must_exist=True)
+    from raycse.reporting.status import search_status
+
+    return search_status(uri, experiment)
 
 
 # ------------------------------------------------------------------------------------------------- export
@@ -287,7 +394,7 @@ def export(experiment: str, folder: str | os.PathLike, *, tracking_uri: str | No
     model folder with its model card (README.md); with `push_to_hub=OWNER/NAME`, upload it too. Returns the
     `ExportResult` (the folder, the parent run, the card) and, when pushed, its `.url`. Reads the store, creates
     none; nothing is written before the store, the experiment and the folder have been checked."""
-    from raycse.export import check_repo_id, check_target
+    from raycse.exporting import check_repo_id, check_target
 
     check_name("experiment", experiment)
     if not isinstance(folder, (str, os.PathLike)):
@@ -299,7 +406,7 @@ def export(experiment: str, folder: str | os.PathLike, *, tracking_uri: str | No
     out_dir = check_writable_dir("dir", os.fspath(folder))
     check_target(out_dir)
     uri = resolve_tracking_uri(values["tracking_uri"], must_exist=True)
-    from raycse import export as exporting  # (the module; this function's parameter is named push_to_hub)
+    from raycse import exporting
 
     result = exporting.export_winner(uri, experiment, out_dir, model_id=values["push_to_hub"])
     if values["push_to_hub"] is not None:

@@ -14,11 +14,10 @@ import os
 import sys
 import time
 
-from raycse import api
+from raycse import __version__, api
 from raycse.errors import ConfigError, RunFailed, first_line, one_line
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-CONCURRENT_LIMIT = 64  # `raycse bench --concurrent N`: trials sharing one machine
 
 
 class _Parser(argparse.ArgumentParser):
@@ -32,29 +31,64 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
+def _shown_default(help_text: str, default) -> str:
+    """Every flag's help says its default: its own words when it has them ('default: the file's'), else the value."""
+    if "default" in help_text:
+        return help_text
+    if default is None or default is False:
+        return f"{help_text} (default: {'off' if default is False else 'none'})"
+    if default is True:
+        return f"{help_text} (default: on)"
+    return f"{help_text} (default: %(default)s)"
+
+
+def _metavar(name: str, kind: type) -> str:
+    """What a flag's value is, in a word: N for a count, X for a number, else the setting's own name (MODEL, DIR)."""
+    if name in METAVARS:
+        return METAVARS[name]
+    return {int: "N", float: "X"}.get(kind, name.upper())
+
+
+METAVARS = {"tracking_uri": "URI", "optuna_storage": "URL", "storage_path": "PATH", "output_dir": "DIR",
+            "output": "FILE", "push_to_hub": "OWNER/NAME", "seed": "SEED", "max_len": "TOKENS", "model": "MODEL",
+            "corpus": "SOURCE", "sup_data": "CSV", "objective": "OBJECTIVE", "complementary": "DIR",
+            "objective_columns": "A,B,SCORE", "experiment": "NAME", "space": "SPACE", "step_ms": "MS", "gpus": "N"}
+
+
 def _add_options(p, options: tuple[api.Option, ...]) -> None:
     """One flag per option of the Python API: the same names, defaults and rules."""
     for option in options:
         if option.kind is bool:
             if option.default:
                 p.add_argument("--no-" + option.name.replace("_", "-"), dest=option.name, action="store_false",
-                               help=option.help)
+                               help=f"{option.help} (default: on; this flag turns it off)")
             else:
-                p.add_argument(_flag(option.name), dest=option.name, action="store_true", help=option.help)
+                p.add_argument(_flag(option.name), dest=option.name, action="store_true",
+                               help=_shown_default(option.help, False))
             continue
         p.add_argument(_flag(option.name), dest=option.name, type=option.kind, default=option.default,
-                       choices=option.choices,
-                       metavar=None if option.choices else "X" if option.kind is not str else option.name.upper(),
-                       help=option.help if option.default is None else f"{option.help} (default: %(default)s)")
+                       choices=option.choices, metavar=None if option.choices else _metavar(option.name, option.kind),
+                       help=_shown_default(option.help, option.default))
 
 
 def _values(args, options: tuple[api.Option, ...]) -> dict:
     return {option.name: getattr(args, option.name) for option in options}
 
 
+def _command(sub, name: str, summary: str, description: str, examples: str):
+    """A subcommand whose --help opens with what it does and ends with examples."""
+    return sub.add_parser(name, help=summary, description=f"{summary[0].upper()}{summary[1:]}. {description}",
+                          epilog="examples:\n" + "\n".join(f"  {line}" for line in examples.strip().splitlines()),
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
 # --------------------------------------------------------------------------------------------- eval
 def _add_eval(sub) -> None:
-    p = sub.add_parser("eval", help="score an encoder on STS-B dev / the seven STS tasks")
+    p = _command(sub, "eval", "score an encoder on STS-B dev, the seven STS tasks, or both",
+                 "Spearman correlations x 100, SentEval's way; the pooler defaults to the model's own pooling.", """
+raycse eval                                   # the packaged MiniLM on STS-B dev, with its own (mean) pooling
+raycse eval --model runs/focal/best --tasks sts
+raycse eval --model bert-base-uncased --pooler cls_before_pooler --tasks all --output figures.json""")
     _add_options(p, api.EVAL_OPTIONS)
     p.set_defaults(func=_cmd_eval, parser=p)
 
@@ -62,8 +96,10 @@ def _add_eval(sub) -> None:
 def _cmd_eval(args) -> int:
     from raycse.evaluation.sts import format_table
 
-    results = api.evaluate(**_values(args, api.EVAL_OPTIONS))
-    print(format_table(results, title=f"{args.model} ({args.pooler})"))
+    values = _values(args, api.EVAL_OPTIONS)
+    values["pooler"] = api.evaluation_pooler(args.model, args.pooler, args.trust_remote_code)  # 'auto' named
+    results = api.evaluate(**values)
+    print(format_table(results, title=f"{args.model} ({values['pooler']})"))
     return EXIT_OK
 
 
@@ -80,30 +116,47 @@ def _add_train_settings(p) -> None:
             continue
         kind, help_text = field_kind(f)[0], f.metadata.get("help", "")
         if f.name == "loss":
-            help_text = f"the loss: {' | '.join(LOSS_NAMES)}"
+            help_text = f"the loss: {' | '.join(LOSS_NAMES)} (`raycse losses` lists their papers)"
+        default = TRAIN_FLAG_DEFAULTS.get(f.name, f.default)
+        if f.name in TRAIN_FLAG_DEFAULTS:
+            help_text = f"{help_text} (default: {TRAIN_DEFAULT_WORDS[f.name]})"
         if kind is bool:
-            p.add_argument(_flag(f.name), dest=f.name, action=argparse.BooleanOptionalAction, default=f.default,
-                           help=help_text)
+            p.add_argument(_flag(f.name), dest=f.name, action=argparse.BooleanOptionalAction, default=default,
+                           help=f"{help_text} (default: {'on' if default else 'off'})")
         else:
-            p.add_argument(_flag(f.name), dest=f.name, type=kind, default=f.default, choices=f.metadata.get("choices"),
-                           metavar=None if f.metadata.get("choices") else "X",
-                           help=help_text if "default" in help_text else f"{help_text} (default: %(default)s)")
-    p.set_defaults(gpus_per_worker=None)  # the command line's default: 1 if CUDA is available, else 0
+            p.add_argument(_flag(f.name), dest=f.name, type=kind, default=default, choices=f.metadata.get("choices"),
+                           metavar=None if f.metadata.get("choices") else _metavar(f.name, kind),
+                           help=_shown_default(help_text, default))
     group = p.add_argument_group("loss hyperparameters (default: each paper's published value)")
     for name, owners in hyperparameter_catalogue().items():
         integer = all(spec.integer for spec in owners.values())
         defaults = ", ".join(f"{owner} {spec.default:g}" for owner, spec in owners.items())
-        group.add_argument(_flag(name), dest=f"hp_{name}", type=int if integer else float, default=None, metavar="X",
+        group.add_argument(_flag(name), dest=f"hp_{name}", type=int if integer else float, default=None,
+                           metavar="N" if integer else "X",
                            help=f"{next(iter(owners.values())).allowed}; default: {defaults}")
 
 
+# Flags whose default depends on what else is given: None on the command line, decided by raycse.train
+TRAIN_FLAG_DEFAULTS = {"gpus_per_worker": None, "eval_steps": None}
+TRAIN_DEFAULT_WORDS = {"gpus_per_worker": "1 if CUDA is available, else 0",
+                       "eval_steps": "125, or the run's last step when --max-steps is shorter"}
+
+
 def _add_train(sub) -> None:
-    p = sub.add_parser("train", help="train one encoder with one loss (the body of every search trial)")
+    p = _command(sub, "train", "train one encoder with one loss (the body of every search trial)",
+                 "The best checkpoint by the objective goes to OUTPUT_DIR/best, the figures to results.json; the run "
+                 "is recorded in MLflow (experiment raycse-train).", """
+raycse train --loss simcse --max-steps 250 --output-dir runs/simcse
+raycse train --loss focal --tau 0.05 --m 0.2 --output-dir runs/focal
+raycse train --loss simcse-sup --sup-data sick-train --batch-size 32 --output-dir runs/sup""")
     _add_train_settings(p)
-    p.add_argument("--output-dir", required=True, help="where best/, last/ and results.json go")
-    p.add_argument("--resume", action="store_true", help="continue an interrupted training from output-dir/last")
-    p.add_argument("--tracking-uri", default=None, help=api.TRACKING_HELP)
-    p.add_argument("--no-mlflow", action="store_true", help="do not record the run in MLflow")
+    p.add_argument("--output-dir", required=True, metavar="DIR", help="where best/, last/ and results.json go "
+                   "(required; new, or empty)")
+    p.add_argument("--resume", action="store_true", help="continue an interrupted training from DIR/last "
+                   "(default: off)")
+    p.add_argument("--tracking-uri", default=None, metavar="URI", help=api.TRACKING_HELP)
+    p.add_argument("--no-mlflow", action="store_true", help="do not record the run in MLflow (default: off, it is "
+                   "recorded)")
     p.set_defaults(func=_cmd_train, parser=p)
 
 
@@ -117,10 +170,10 @@ def _cmd_train(args) -> int:
     settings = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig) if f.metadata.get("flag", True)}
     settings.update({name: getattr(args, f"hp_{name}") for name in hyperparameter_catalogue()
                      if getattr(args, f"hp_{name}") is not None})
-    results = api.train(output_dir=args.output_dir, resume=args.resume, tracking_uri=args.tracking_uri,
-                        mlflow=not args.no_mlflow, **settings)
+    result = api.train(output_dir=args.output_dir, resume=args.resume, tracking_uri=args.tracking_uri,
+                       mlflow=not args.no_mlflow, **settings)
     output = Path(args.output_dir).expanduser()
-    print(_summary_table(results))
+    print(_summary_table(result.results))
     print(f"best checkpoint: {output / 'best'}   results: {output / 'results.json'}")
     return EXIT_OK
 
@@ -138,16 +191,37 @@ def _summary_table(results: dict) -> str:
 
 # ------------------------------------------------------------------------------------------- search
 def _add_search(sub) -> None:
-    p = sub.add_parser("search", help="Ray Tune + Optuna search over a search-space file, every trial in MLflow")
-    p.add_argument("--space", required=True, help="a search-space file, e.g. search_spaces/focal.yaml")
+    p = _command(sub, "search", "Ray Tune + Optuna search over a search-space file, every trial in MLflow",
+                 "The search stage ranks configurations, fresh seeds choose the winner among the best, and further "
+                 "seeds judge it against the paper's published point; the answer is printed, recorded in MLflow "
+                 "and shown on a report page.", """
+raycse search --space search_spaces/focal.yaml
+raycse search --space search_spaces/focal.yaml --experiment focal-2     # the same file again, beside the first
+raycse search --space search_spaces/focal.yaml --dry-run --gpus 8       # the plan and its cost, nothing run
+raycse search --space search_spaces/focal.yaml --resume                 # continue an interrupted search""")
+    p.add_argument("--space", required=True, metavar="SPACE", help="a search-space file, e.g. "
+                   "search_spaces/focal.yaml (required; `raycse spaces` lists the shipped ones)")
     _add_options(p, api.SEARCH_OPTIONS)
+    dry = p.add_argument_group("the plan without running it")
+    dry.add_argument("--dry-run", action="store_true", help="print the budget, every stage with its trials, seeds "
+                     "and resources, and an estimate of trial-hours; creates no store, folder or Ray cluster "
+                     "(default: off)")
+    dry.add_argument("--step-ms", type=float, default=None, metavar="MS", help="with --dry-run: a training step's "
+                     "milliseconds (default: measured on this machine: a few steps and one evaluation)")
+    dry.add_argument("--gpus", type=int, default=None, metavar="N", help="with --dry-run: plan for N GPUs (the "
+                     "full budget when N > 0, the CPU budget when 0; default: this machine's)")
     p.set_defaults(func=_cmd_search, parser=p)
 
 
 def _cmd_search(args) -> int:
-    from raycse.report.tables import format_search_summary, format_timings
+    if args.dry_run:
+        return _cmd_dry_run(args)
+    for name in ("step_ms", "gpus"):
+        if getattr(args, name) is not None:
+            raise ConfigError.at(name, "only applies with --dry-run")
+    from raycse.reporting.tables import format_search_summary, format_timings
 
-    outcome = api.search(args.space, **_values(args, api.SEARCH_OPTIONS), started_at=args.started_at)
+    outcome = api.search(args.space, **_values(args, api.SEARCH_OPTIONS), _started_at=args.started_at)
     print(format_search_summary(outcome.summary), flush=True)
     if outcome.best_checkpoint:
         print(f"Best checkpoint: {outcome.best_checkpoint}")
@@ -161,17 +235,30 @@ def _cmd_search(args) -> int:
               "the table above)", file=sys.stderr)
         return EXIT_FAILED
     if outcome.model_version is not None:  # last: what to do next
-        from raycse.export import export_command
+        from raycse.exporting import export_command
 
         uri = api.resolve_tracking_uri(args.tracking_uri)  # the search's store, checked by it already
         print(f"Export the winner with its model card: {export_command(outcome.experiment, uri)}")
     return EXIT_OK
 
 
+def _cmd_dry_run(args) -> int:
+    from raycse.bench.dry_run import format_dry_run
+
+    print(format_dry_run(api.plan(args.space, **_values(args, api.SEARCH_OPTIONS), step_ms=args.step_ms,
+                                  gpus=args.gpus)))
+    return EXIT_OK
+
+
 # ------------------------------------------------------------------------------------------- report
 def _add_report(sub) -> None:
-    p = sub.add_parser("report", help="tables and plots of an MLflow experiment written by raycse search")
-    p.add_argument("experiment", help="the MLflow experiment name (the space file's 'experiment')")
+    p = _command(sub, "report", "tables and plots of an MLflow experiment written by raycse search",
+                 "Writes OUTPUT_DIR/index.html (images inline) for the experiment's latest search and logs it on "
+                 "the search's parent run; reads the stores, creates neither.", """
+raycse report raycse-focal
+raycse report raycse-focal --tracking-uri http://head:5000 --output-dir focal-report""")
+    p.add_argument("experiment", metavar="EXPERIMENT", help="the MLflow experiment name (the space file's "
+                   "'experiment', or search's --experiment)")
     _add_options(p, api.REPORT_OPTIONS)
     p.set_defaults(func=_cmd_report, parser=p)
 
@@ -183,10 +270,14 @@ def _cmd_report(args) -> int:
 
 # ------------------------------------------------------------------------------------------- export
 def _add_export(sub) -> None:
-    p = sub.add_parser("export", help="the winner of an experiment's latest search as a sentence-transformers model "
-                                      "folder with a model card (README.md)")
-    p.add_argument("experiment", help="the MLflow experiment name (the space file's 'experiment')")
-    p.add_argument("dir", help="the folder to write (new, or empty)")
+    p = _command(sub, "export", "the winner of an experiment's latest search as a sentence-transformers model folder "
+                 "with a model card (README.md)", "SentenceTransformer(DIR) loads the folder; --push-to-hub uploads "
+                 "it.", """
+raycse export raycse-focal focal-model
+raycse export raycse-focal focal-model --push-to-hub me/focal-minilm --private""")
+    p.add_argument("experiment", metavar="EXPERIMENT", help="the MLflow experiment name (the space file's "
+                   "'experiment', or search's --experiment)")
+    p.add_argument("dir", metavar="DIR", help="the folder to write (new, or empty)")
     _add_options(p, api.EXPORT_OPTIONS)
     p.set_defaults(func=_cmd_export, parser=p)
 
@@ -202,77 +293,66 @@ def _cmd_export(args) -> int:
 
 # -------------------------------------------------------------------------------------------- bench
 def _add_bench(sub) -> None:
-    from raycse.bench.options import PRECISIONS
-    from raycse.bench.step import BenchOptions
-    from raycse.bench.synthetic import SHAPES
+    from raycse.bench.command import add_bench_arguments, run_bench_command
 
-    d = BenchOptions()
-    p = sub.add_parser("bench", help="time raycse's training step against a naive fp32 step, and the STS-B dev eval")
-    p.add_argument("--shape", default=d.shape, choices=list(SHAPES), help="random-weight BERT shape")
-    p.add_argument("--loss", default=None, help=f"any loss `raycse train --loss` takes (default: {d.loss}); with "
-                                                "--cached also a comma-separated list or 'all' (its default)")
-    p.add_argument("--batch-size", type=int, default=d.batch_size, help="corpus rows (sentences) per step")
-    p.add_argument("--steps", type=int, default=d.steps, help="timed steps")
-    p.add_argument("--warmup", type=int, default=d.warmup, help="untimed steps first")
-    p.add_argument("--seq-len", type=int, default=d.seq_len, help="tokens per sentence, [CLS] and [SEP] included")
-    p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True,
-                   help="torch.compile the encoder with CUDA graphs, as the trainer does (CUDA only; default on)")
-    p.add_argument("--precision", default=d.precision, choices=list(PRECISIONS))
-    p.add_argument("--no-eval", action="store_true", help="skip timing the STS-B dev evaluation")
-    p.add_argument("--no-baseline", action="store_true", help="skip timing the naive fp32 step")
-    p.add_argument("--profile", default=None, metavar="FILE",
-                   help="also profile a few raycse steps (torch.profiler): operator table to FILE")
-    p.add_argument("--concurrent", type=int, default=None, metavar="N",
-                   help="instead: aggregate sentences/s of N concurrent trials, Ray tasks with 1/N GPU each")
-    p.add_argument("--cached", action="store_true",
-                   help="instead: gradient caching's cost per loss, each configuration in its own process: uncached "
-                        "--batch-size, uncached --cached-batch-size, cached in chunks of --batch-size, and keyed "
-                        "dropout in one chunk (step time, peak memory)")
-    p.add_argument("--cached-batch-size", type=int, default=512, help="with --cached: the large batch (default 512)")
-    p.add_argument("--output", default=None, help="write the figures as JSON here")
-    p.set_defaults(func=_cmd_bench, parser=p)
+    p = _command(sub, "bench", "time raycse's training step against a naive fp32 step, and the STS-B dev eval",
+                 "Random-weight BERT shapes, so nothing is downloaded; the figures are sentences/s and ms a step.", """
+raycse bench --shape base --batch-size 64
+raycse bench --concurrent 4 --shape tiny
+raycse bench --cached --loss focal,simcse --output cached.json""")
+    add_bench_arguments(p)
+    p.set_defaults(func=run_bench_command, parser=p)
 
 
-def _cmd_bench(args) -> int:
-    from raycse.bench.concurrent import format_concurrent, run_concurrent
-    from raycse.bench.step import BenchOptions, format_table, run_bench
-    from raycse.files import write_json_atomic
-    from raycse.settings.checks import check_int, check_writable_file
+# ------------------------------------------------------------------------------- spaces, losses, status
+def _add_listings(sub) -> None:
+    p = _command(sub, "spaces", "the shipped search-space files, one line each",
+                 "Each is a complete search: pass its path to `raycse search --space`.", "raycse spaces")
+    p.set_defaults(func=_cmd_spaces, parser=p)
+    p = _command(sub, "losses", "each loss, its paper and its hyperparameters with their published defaults",
+                 "A base loss takes --reg to add a regulariser (weight --lambda); a preset is a base loss with its "
+                 "regulariser.", "raycse losses")
+    p.set_defaults(func=_cmd_losses, parser=p)
+    p = _command(sub, "status", "where a search stands: its stage, trials done and planned, the best so far, the "
+                 "running trials, and the time spent and left",
+                 "Reads MLflow only, so it works while the search runs in another process or on a tracking server.",
+                 """
+raycse status raycse-focal
+raycse status raycse-focal --tracking-uri http://head:5000""")
+    p.add_argument("experiment", metavar="EXPERIMENT", help="the MLflow experiment name (the space file's "
+                   "'experiment', or search's --experiment)")
+    p.add_argument("--tracking-uri", default=None, metavar="URI", help=api.TRACKING_HELP)
+    p.set_defaults(func=_cmd_status, parser=p)
 
-    for name in ("output", "profile"):
-        if getattr(args, name) is not None:
-            check_writable_file(name, getattr(args, name))
-    if args.cached:
-        return _cmd_bench_cached(args)
-    options = BenchOptions(shape=args.shape, loss=args.loss or BenchOptions.loss, batch_size=args.batch_size,
-                           steps=args.steps, warmup=args.warmup, seq_len=args.seq_len, compile=args.compile,
-                           precision=args.precision, eval=not args.no_eval, baseline=not args.no_baseline,
-                           profile=args.profile).validate()
-    if args.concurrent is not None:
-        check_int("concurrent", args.concurrent, low=1, high=CONCURRENT_LIMIT)
-    if args.concurrent is not None:
-        results = run_concurrent(options, args.concurrent)
-        print(format_concurrent(results))
-    else:
-        results = run_bench(options)
-        print(format_table(results))
-    if args.output:
-        write_json_atomic(args.output, results)
+
+def _cmd_spaces(args) -> int:
+    from raycse.settings.space_listing import shipped_space_files, summary_line
+
+    files = shipped_space_files()
+    width = max((len(name) for name in files), default=0)
+    for name, path in files.items():
+        print(f"{name:<{width}}  {summary_line(path)}  ({path})")
     return EXIT_OK
 
 
-def _cmd_bench_cached(args) -> int:
-    from raycse.bench.cached import CachedBenchOptions, format_cached, parse_losses, run_cached_bench
-    from raycse.files import write_json_atomic
+def _cmd_losses(args) -> int:
+    from raycse.losses import BASES, PRESETS, REGULARISER_INFO
 
-    options = CachedBenchOptions(shape=args.shape, losses=parse_losses(args.loss or "all"),
-                                 batch_size=args.batch_size, cached_batch_size=args.cached_batch_size,
-                                 steps=args.steps, warmup=args.warmup, seq_len=args.seq_len, compile=args.compile,
-                                 precision=args.precision).validate()
-    results = run_cached_bench(options, progress=lambda line: print(line, file=sys.stderr, flush=True))
-    print(format_cached(results))
-    if args.output:
-        write_json_atomic(args.output, results)
+    for title, infos in (("losses (--loss)", BASES), ("regularisers (--reg, weighted by --lambda)", REGULARISER_INFO)):
+        print(title)
+        for info in infos.values():
+            hyper = ", ".join(f"{name} {spec.default:g}" for name, spec in info.hyperparameters.items())
+            print(f"  {info.name:<12} {info.summary}\n  {'':<12} {info.paper}\n  {'':<12} hyperparameters: {hyper}")
+    print("presets (--loss)")
+    for name, (base, reg) in PRESETS.items():
+        print(f"  {name:<12} {base} + lambda x {reg}")
+    return EXIT_OK
+
+
+def _cmd_status(args) -> int:
+    from raycse.reporting.status import format_status
+
+    print(format_status(api.status(args.experiment, tracking_uri=args.tracking_uri)))
     return EXIT_OK
 
 
@@ -294,39 +374,36 @@ def _cmd_cache(args) -> int:
 
 # --------------------------------------------------------------------------------------------- main
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="raycse", description=__doc__.splitlines()[0])
-    parser.add_argument("--debug", action="store_true", help="show tracebacks")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser = _Parser(prog="raycse", description=__doc__.splitlines()[0], epilog="`raycse COMMAND --help` explains "
+                     "each command, with examples.")
+    parser.add_argument("--version", action="version", version=f"raycse {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks (default: off)")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="COMMAND")
     _add_eval(sub)
     _add_train(sub)
     _add_search(sub)
     _add_report(sub)
     _add_export(sub)
+    _add_listings(sub)
     _add_bench(sub)
     _add_cache(sub)
     return parser
 
 
 def _quiet_libraries() -> None:
-    """Progress bars and INFO chatter of transformers, the hub and MLflow drown raycse's own output."""
+    """Progress bars and INFO chatter of transformers, the hub and MLflow drown raycse's own output. Said through
+    the environment, which each library reads when it is imported, so that nothing is imported here."""
     import logging
 
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # the hub's bars, and transformers' (it asks the hub)
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("HF_HUB_VERBOSITY", "error")  # offline: one error line, not ten retry warnings
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")  # an unreachable server fails in seconds
     os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")  # read when mlflow is imported, later
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     logging.getLogger("mlflow").setLevel(logging.WARNING)
     logging.getLogger("alembic").setLevel(logging.WARNING)
-    try:
-        from huggingface_hub.utils import logging as hub_logging
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()
-        hf_logging.set_verbosity_error()
-        hub_logging.set_verbosity_error()  # offline: one error line, not ten retry warnings
-    except ImportError:
-        pass
 
 
 def _culprit_as_flag(err: ConfigError, parser: argparse.ArgumentParser | None) -> str:
@@ -350,12 +427,11 @@ def main(argv: list[str] | None = None) -> int:
     started_at = time.perf_counter()  # a search's time_total_s runs from here
     argv = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in argv
-    if "-h" not in argv and "--help" not in argv:
-        _quiet_libraries()
     subparser = None
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser().parse_args(argv)  # imports nothing heavy: --help and usage errors answer at once
         args.started_at, subparser = started_at, args.parser
+        _quiet_libraries()
         return args.func(args)
     except ConfigError as err:  # bad input, found before anything started: exit 2
         if debug:

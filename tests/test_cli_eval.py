@@ -55,7 +55,7 @@ def test_eval_all_writes_every_key(tiny_bert_dir, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("bad_arguments, culprit", [
-    (["--pooler", "mean"], "--pooler: unknown pooler 'mean'"),
+    (["--pooler", "mean"], "--pooler: invalid choice: 'mean'"),
     (["--model", "./no-such-model"], "model path './no-such-model' does not exist"),
     (["--tasks", "everything"], "--tasks"),
 ])

@@ -18,7 +18,7 @@ import pytest
 
 from raycse.cli import main
 from raycse.records import BEST_TRIAL_TAG, SEARCH_TAG
-from raycse.report.tables import format_search_summary
+from raycse.reporting.tables import format_search_summary
 
 EXPERIMENT = "raycse-focal"
 POOLER = "cls_before_pooler"
@@ -214,7 +214,7 @@ def test_the_card_states_the_answer_and_where_it_came_from(store, exported):
     # the card makes only the comparisons the verdict makes: never the untouched model's one dev evaluation beside
     # the winner's best-of-curve dev mean; and it opens with the same answer block as the page and the printout
     assert "the untouched model (baseline, one evaluation)" not in text
-    from raycse.report.answer import answer_block
+    from raycse.reporting.answer import answer_block
 
     block = answer_block(_summary(0.0))  # the block reads no dev figure: the judged one and the exported seed
     assert 5 <= len(block) <= 8 and all(f"- {line}" in text for line in block)

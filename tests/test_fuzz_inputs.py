@@ -146,8 +146,8 @@ def tripwires():
     import raycse.bench.concurrent
     import raycse.bench.step
     import raycse.evaluation.sts
-    import raycse.export
-    import raycse.report
+    import raycse.exporting
+    import raycse.reporting
     import raycse.training.launch
     from raycse.driver.stages.setup import SetupStage
 
@@ -155,8 +155,8 @@ def tripwires():
         patch.setattr(SetupStage, "run", tripwire)
         patch.setattr(raycse.training.launch, "run_training", tripwire)
         patch.setattr(raycse.evaluation.sts, "run_eval", tripwire)
-        patch.setattr(raycse.report, "report_experiment", tripwire)
-        patch.setattr(raycse.export, "latest_summary", tripwire)  # export: its first read of the search
+        patch.setattr(raycse.reporting, "report_experiment", tripwire)
+        patch.setattr(raycse.exporting, "latest_summary", tripwire)  # export: its first read of the search
         patch.setattr(raycse.bench.step, "run_bench", tripwire)
         patch.setattr(raycse.bench.concurrent, "run_concurrent", tripwire)
         patch.setattr(raycse.bench.cached, "run_cached_bench", tripwire)
@@ -659,12 +659,12 @@ def test_malformed_train_flags_are_refused_naming_the_flag(data, world, wd, trip
 
 @given(data=st.data())
 def test_malformed_eval_flags_are_refused_naming_the_flag(data, world, wd, tripwires, capfd):
-    from raycse.encoder.model import POOLERS
+    from raycse.encoder.poolers import AUTO_POOLER, POOLERS
 
     flags = {
         "--model": st.one_of(st.sampled_from(["./no-such-model", str(world["corpus"]), str(world["broken_model"]),
                                               str(world["folder"])]), bad_paths(world)),
-        "--pooler": not_choice(POOLERS), "--tasks": not_choice(("stsb-dev", "sts", "all")),
+        "--pooler": not_choice((AUTO_POOLER, *POOLERS)), "--tasks": not_choice(("stsb-dev", "sts", "all")),
         "--batch-size": text_int(1), "--max-len": text_int(3),
         "--output": st.one_of(st.sampled_from(["full", "notes.txt/out.json", "."]), bad_paths(world)),
     }

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from skips import unavailable
 
-from raycse import report
+from raycse import reporting as report
 from raycse.errors import ConfigError
-from raycse.report import load, tables
+from raycse.reporting import load, tables
 
 FOCAL = "raycse-focal"
 ALL = "raycse-all"
@@ -234,7 +234,7 @@ def test_page_shows_references_tables_and_plots(focal_report):
 
 
 def test_the_dev_curves_are_steps_from_mlflow_and_hover_to_the_trial(store):
-    from raycse.report.plots import dev_curves
+    from raycse.reporting.plots import dev_curves
 
     record = load.load_search(store["tracking_uri"], FOCAL)
     curves = {c.trial_id: c for c in record.curves}
@@ -327,7 +327,7 @@ def test_a_value_space_that_changed_mid_search_is_a_note(tmp_path):
     import optuna
     from optuna.distributions import FloatDistribution
 
-    from raycse.report.page import render_report
+    from raycse.reporting.page import render_report
 
     study = optuna.create_study(direction="maximize")
     for number, (tau, value) in enumerate([(0.05, 80.0), (0.1, 81.0), (0.07, 80.5), (0.03, 79.0)]):
@@ -534,7 +534,7 @@ def chromium(tmp_path):
 @pytest.mark.slow  # starts Chromium
 def test_the_browser_checker_sees_empty_figures_console_errors_and_requests(chromium, tmp_path):
     """The checker below can fail: an empty figure, a console error and a request for another file are caught."""
-    from raycse.report.plots import plotly_script
+    from raycse.reporting.plots import plotly_script
 
     page = tmp_path / "broken.html"
     page.write_text(f'<!DOCTYPE html><html><head>{plotly_script()}</head><body><img src="elsewhere.png" alt="x">'

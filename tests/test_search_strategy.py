@@ -100,7 +100,7 @@ def test_mean_running_from_start_and_end_times():
 
 def test_the_printed_timings_say_how_many_trials_ran_at_once():
     from raycse.records import SEARCH_MEAN_RUNNING, SEARCH_MEAN_RUNNING_STARTING, SEARCH_SLOT_USE
-    from raycse.report.tables import format_timings
+    from raycse.reporting.tables import format_timings
 
     line = format_timings({"time_total_s": 10.0, SEARCH_MEAN_RUNNING: 3.2, SEARCH_MEAN_RUNNING_STARTING: 3.8,
                            SEARCH_SLOT_USE: 0.95})

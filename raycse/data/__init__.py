@@ -1,9 +1,12 @@
 """Training data: corpora, NLI triplets and the batches a step draws (`corpus`), and token ids made once and shared
 across trials (`tokens`). The bundled files (the Wikipedia sample and SentEval's STS tasks) are package data in this
-folder; `BUNDLED_DIR` is where they are.
+folder; `BUNDLED_DIR` is where they are. The names below are what a setting says to mean them; they are here, not in
+`corpus`, so that reading settings does not import torch.
 
 May import: the leaves (errors, seeds) only.
 """
 from pathlib import Path
 
 BUNDLED_DIR = Path(__file__).resolve().parent
+BUNDLED_CORPUS = "wiki-sample"  # the 11,914 Wikipedia sentences that ship inside the package
+BUNDLED_NLI = "sick-train"  # NLI-style triplets built from the bundled SICK train split (a demonstration set)

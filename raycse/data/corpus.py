@@ -18,12 +18,10 @@ from pathlib import Path
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
-from raycse.data import BUNDLED_DIR
+from raycse.data import BUNDLED_CORPUS, BUNDLED_DIR, BUNDLED_NLI
 from raycse.errors import ConfigError, first_line
 from raycse.seeds import derived_seed
 
-BUNDLED_CORPUS = "wiki-sample"  # the 11,914 Wikipedia sentences that ship inside the package
-BUNDLED_NLI = "sick-train"  # NLI-style triplets built from the bundled SICK train split (a demonstration set)
 DATA_DIR = BUNDLED_DIR
 BUNDLED_CORPUS_PATH = DATA_DIR / "wiki_sample.txt"
 NLI_COLUMNS = ("sent0", "sent1", "hard_neg")

@@ -20,6 +20,6 @@
 Named `driver`, not `search`: `raycse.search` is the public function that runs one. Nothing here imports Ray at
 module level except the modules that only a running search loads (callback, searcher).
 
-May import: report, training, tracking, settings, evaluation, encoder, data, losses and the leaves; never bench,
-export or the commands.
+May import: reporting, training, tracking, settings, evaluation, encoder, data, losses and the leaves; never bench,
+exporting or the commands.
 """

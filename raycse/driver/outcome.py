@@ -86,3 +86,30 @@ class SearchOutcome:
     @property
     def best_checkpoint(self) -> str | None:
         return self.registered_run.checkpoint if self.registered_run else None
+
+    def __repr__(self) -> str:
+        winner = self.winner
+        said = "no winner" if winner is None else f"winner {winner['family']} " + " ".join(
+            f"{name}={value:.4g}" if isinstance(value, float) else f"{name}={value}"
+            for name, value in winner["params"].items())
+        judged = self.decision.config(self.winner_key).judge if self.decision and self.winner_key else None
+        if judged is not None and judged.dev is not None:
+            std = "" if judged.dev.std is None else f" ± {judged.dev.std:.2f}"
+            said += f": {self.objective} {judged.dev.mean:.2f}{std} (n={judged.n})"
+        return (f"<SearchOutcome {self.experiment!r} ({self.budget} budget, {len(self.trials)} trials): {said}; "
+                f"untouched model {self.baseline.objective:.2f}>")
+
+    def trials_dataframe(self):
+        """One row per trial of every stage: trial_id, stage, family, seed, status, objective (its best development
+        figure), best_step, steps, config_key, optuna_number, one params_<name> column per parameter, and test_<task>
+        for the test figures its checkpoint has. A pandas DataFrame."""
+        import pandas as pd
+
+        rows = []
+        for t in self.trials:
+            rows.append({"trial_id": t.trial_id, "stage": t.stage, "family": t.family, "seed": t.seed,
+                         "status": t.status, "objective": t.best_objective, "best_step": t.best_step,
+                         "steps": t.steps, "config_key": t.config_key, "optuna_number": t.optuna_number,
+                         **{f"params_{name}": value for name, value in t.params.items()},
+                         **{f"test_{task}": value for task, value in t.test.items()}})
+        return pd.DataFrame(rows)

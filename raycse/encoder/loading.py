@@ -98,10 +98,24 @@ def check_loadable(name_or_path: str | os.PathLike, trust_remote_code: bool = Fa
         from transformers import AutoConfig
 
         try:
-            AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
+            config = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
         except Exception as err:  # noqa: BLE001 - whatever the hub client raises is one line for the user
             raise ConfigError(f"cannot load model {where_from(path)}: {first_line(err)}") from None
+        if not is_text_encoder(config):
+            raise ConfigError(f"cannot load model {where_from(path)}: {not_a_text_encoder(config)}")
     load_tokenizer(path, trust_remote_code)
+
+
+def is_text_encoder(config) -> bool:
+    """Whether a model's config is one raycse can pool sentences from: it reads tokens (it has a vocabulary) and
+    its forward pass needs nothing but them (not an encoder-decoder, which also wants the decoder's input)."""
+    return getattr(config, "vocab_size", None) is not None and not getattr(config, "is_encoder_decoder", False)
+
+
+def not_a_text_encoder(config) -> str:
+    kind = getattr(config, "model_type", None) or type(config).__name__
+    why = "an encoder-decoder" if getattr(config, "is_encoder_decoder", False) else "it has no vocabulary"
+    return f"model_type {kind!r} is not a text encoder ({why}): raycse embeds sentences with a text encoder"
 
 
 def check_model_files(directory: Path, trust_remote_code: bool = False) -> None:
@@ -121,9 +135,11 @@ def check_model_files(directory: Path, trust_remote_code: bool = False) -> None:
     from transformers import AutoConfig
 
     try:
-        AutoConfig.from_pretrained(str(directory), trust_remote_code=trust_remote_code)
+        loaded = AutoConfig.from_pretrained(str(directory), trust_remote_code=trust_remote_code)
     except Exception as err:  # noqa: BLE001 - e.g. no model_type, and a directory name that tells none
         _fail(directory, "config.json", first_line(err))
+    if not is_text_encoder(loaded):
+        _fail(directory, "config.json", not_a_text_encoder(loaded))
     _check_weights(directory)
     for name in _TOKENIZER_JSON_FILES:
         if (directory / name).is_file():

@@ -36,16 +36,12 @@ from transformers import PreTrainedModel
 
 from raycse.encoder.keyed_dropout import row_keys
 from raycse.encoder.loading import check_model_files, load_backbone, resolve_model_path, where_from
+from raycse.encoder.poolers import AUTO_POOLER, POOLERS
 from raycse.encoder.row_dropout import install_row_dropout
 from raycse.encoder.sentence_transformers_files import write_sentence_transformers_files
 from raycse.errors import ConfigError, first_line
 from raycse.files import replace_directory
 
-# SimCSE's five poolers. AUTO_POOLER is what a caller may pass besides: "the model's own pooling, else SimCSE's
-# recipe" (`resolve_poolers`); not a pooler itself, so never in POOLERS: a forward pass or a checkpoint always has
-# a concrete one.
-POOLERS = ("cls", "cls_before_pooler", "avg", "avg_first_last", "avg_top2")
-AUTO_POOLER = "auto"
 EVAL_BATCH_SIZE = 128  # sentences per evaluation batch on CPU; on CUDA larger batches mean fewer launches
 
 # Which entries of `hidden_states` (index 0 = embedding layer, -1 = last layer) the two layer-averaging

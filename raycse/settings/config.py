@@ -19,8 +19,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from raycse.data.corpus import BUNDLED_CORPUS, BUNDLED_NLI
-from raycse.encoder.model import AUTO_POOLER, POOLERS, resolve_poolers
+from raycse.data import BUNDLED_CORPUS, BUNDLED_NLI
+from raycse.encoder.poolers import AUTO_POOLER, POOLERS
 from raycse.errors import ConfigError, shown
 from raycse.settings import inputs
 from raycse.settings.checks import (
@@ -128,6 +128,8 @@ class TrainConfig:
 
     def poolers(self) -> tuple[str, str]:
         """(training pooler, evaluation pooler): 'auto' resolved from the model's own files (model.py)."""
+        from raycse.encoder.model import resolve_poolers
+
         return resolve_poolers(self.model, self.pooler, self.eval_pooler, supervised=self.supervised)
 
     def to_dict(self) -> dict[str, Any]:
@@ -157,7 +159,10 @@ class TrainConfig:
         (the loss is built to validate its hyperparameters): `open_inputs` reads."""
         from raycse.losses import build_loss
 
-        for f in dataclasses.fields(self):
+        # the files first: of several mistakes, the one error names the one a user fixes first (a missing corpus
+        # before an evaluation interval that the corrected run may make right)
+        fields = sorted(dataclasses.fields(self), key=lambda f: f.metadata.get("check") is None)
+        for f in fields:
             check_setting(f, getattr(self, f.name))
         if self.mini_batch_size is not None and self.mini_batch_size > self.batch_size:
             raise ConfigError.at("mini_batch_size", f"must be at most batch_size ({self.batch_size}), got "

@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from raycse.data.corpus import BUNDLED_CORPUS, BUNDLED_NLI
+from raycse.data import BUNDLED_CORPUS, BUNDLED_NLI
 from raycse.errors import ConfigError, shown
 from raycse.settings.checks import check_path_text
 

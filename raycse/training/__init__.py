@@ -3,6 +3,6 @@ when to compile (`compile_policy`), a large batch's step in chunks (`grad_cache`
 (`distributed`), one `raycse train` as an MLflow run in process or on Ray Train workers (`launch`), and starting Ray
 and the TorchTrainer (`ray_runtime`).
 
-May import: settings, tracking, evaluation, encoder, data, losses and the leaves; never driver, report, bench or the
+May import: settings, tracking, evaluation, encoder, data, losses and the leaves; never driver, reporting, bench or the
 commands. The trainer itself knows nothing of Ray or MLflow: only `launch` and `ray_runtime` do.
 """

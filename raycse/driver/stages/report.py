@@ -17,7 +17,7 @@ class ReportStage(Stage):
         outcome = state.outcome
         outcome.summary["timings"] = state.timings()
         try:
-            from raycse.report import log_report, write_report
+            from raycse.reporting import log_report, write_report
 
             state.tracker.log_dict(outcome.parent_run_id, outcome.summary, SUMMARY_FILE)
             report = write_report(state.tracker.tracking_uri, outcome.experiment, Path("report"), state.optuna_storage)

@@ -29,7 +29,7 @@ from raycse.records import (
     STATUS_TAG,
     TRIAL_TAG,
 )
-from raycse.report.tables import TrialRow, best_of_history
+from raycse.reporting.tables import TrialRow, best_of_history
 from raycse.tracking.tracker import Tracker
 
 if TYPE_CHECKING:

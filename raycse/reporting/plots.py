@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from raycse.report.load import DevCurve
-from raycse.report.tables import fmt, fmt_params, score
+from raycse.reporting.load import DevCurve
+from raycse.reporting.tables import fmt, fmt_params, score
 
 BASELINE_STYLE = {"color": "#404040", "dash": "dash"}
 PUBLISHED_STYLE = {"color": "#d62728", "dash": "dot"}

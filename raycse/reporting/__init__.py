@@ -14,9 +14,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from raycse.report.load import SearchRecord, load_search
-from raycse.report.page import render_report
-from raycse.report.tables import format_search_summary
+from raycse.reporting.load import SearchRecord, load_search
+from raycse.reporting.page import render_report
+from raycse.reporting.tables import format_search_summary
 from raycse.tracking.tracker import Tracker
 
 REPORT_ARTIFACT_DIR = "report"

@@ -1,6 +1,6 @@
 """The page `raycse report` writes: the search's tables and its plots, in one HTML file.
 
-The plots are interactive (plotly, raycse/report/plots.py): Optuna's standard plots of the persisted study, and
+The plots are interactive (plotly, raycse/reporting/plots.py): Optuna's standard plots of the persisted study, and
 the dev curves of every trial against its training steps, hovering to a trial's parameters and seed. plotly.js and
 the style sheet are inline and nothing else is loaded, so the page opens offline, as an MLflow artifact or an
 e-mail attachment. Each plot is also written beside the page as a PNG (matplotlib), for MLflow's artifact view.
@@ -29,8 +29,8 @@ from raycse.records import (
     phase_of,
     trial_timing_label,
 )
-from raycse.report.load import SearchRecord
-from raycse.report.plots import (
+from raycse.reporting.load import SearchRecord
+from raycse.reporting.plots import (
     Drawing,
     Marks,
     References,
@@ -41,7 +41,7 @@ from raycse.report.plots import (
     plotting,
     with_trial_hover,
 )
-from raycse.report.tables import (
+from raycse.reporting.tables import (
     SEED_NOISE_UNKNOWN,
     choosing_table_rows,
     fmt,
@@ -288,7 +288,7 @@ def render_report(record: SearchRecord, out_dir: Path) -> RenderedReport:
                           ["budget", str(summary.get("budget"))], ["objective", target_name],
                           ["MLflow parent run", record.parent_run_id],
                           ["Optuna study", f"{summary.get('study_name')} in {record.optuna_storage}"]])
-    from raycse.report.answer import answer_block
+    from raycse.reporting.answer import answer_block
 
     page.heading("Answer")
     for line in answer_block(summary):

@@ -244,7 +244,7 @@ def format_search_summary(summary: dict, rows: list[TrialRow] | None = None) -> 
     reference = published_reference(summary, rows)
     objective = summary.get("objective_description") or summary.get("objective")
     scored_at = f" -> {score(reference[0])} ({reference[1]})" if reference else ""
-    from raycse.report.answer import answer_block
+    from raycse.reporting.answer import answer_block
 
     answer = answer_block(summary)
     out = ([*answer, ""] if answer else []) + [

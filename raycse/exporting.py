@@ -25,8 +25,8 @@ from typing import Any
 from raycse.errors import ConfigError, RunFailed, first_line
 from raycse.files import replace_directory
 from raycse.records import TEST_LABELS
-from raycse.report.load import latest_summary
-from raycse.report.tables import fmt, fmt_params, score
+from raycse.reporting.load import latest_summary
+from raycse.reporting.tables import fmt, fmt_params, score
 from raycse.stats import Interval, format_interval, format_std
 from raycse.tracking.stores import resolve_tracking_uri
 from raycse.tracking.tracker import Tracker
@@ -87,8 +87,8 @@ class CardFacts:
 def card_facts(summary: dict) -> CardFacts:
     """The card's facts from `search_summary.json`: the one place that reads the summary's answer fields
     (the `decision` block of raycse/driver/summary.py, its `winner`, `test_table` and `registered`)."""
-    from raycse.report.answer import answer_block
-    from raycse.report.tables import test_table_rows
+    from raycse.reporting.answer import answer_block
+    from raycse.reporting.tables import test_table_rows
 
     winner = summary.get("winner") or {}
     decision = summary.get("decision") or {}

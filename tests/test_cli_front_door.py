@@ -1,0 +1,217 @@
+"""The command line as a newcomer meets it: --version, help that explains each command with examples and says every
+flag's default, the listings (`spaces`, `losses`), a second search of one file under another name (--experiment),
+the plan without the run (--dry-run), evaluation with the model's own pooling, and defaults that adapt to what the
+user set rather than refusing what they did not write."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import raycse
+from raycse import api
+from raycse.cli import build_parser, main
+from raycse.errors import ConfigError
+from raycse.losses import BASES, LOSS_NAMES, REGULARISER_INFO, hyperparameter_catalogue
+
+ROOT = Path(__file__).resolve().parent.parent
+FOCAL = str(ROOT / "search_spaces" / "focal.yaml")
+
+
+def _subcommands() -> dict[str, argparse.ArgumentParser]:
+    return next(a for a in build_parser()._actions if a.dest == "command").choices
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.strip() == f"raycse {raycse.__version__}"
+
+
+@pytest.mark.parametrize("name", sorted(_subcommands()))
+def test_each_command_has_a_description_examples_and_every_flags_default(name, capsys):
+    parser = _subcommands()[name]
+    assert parser.description and len(parser.description) > 40
+    assert parser.epilog.startswith("examples:") and f"raycse {name}" in parser.epilog
+    for action in parser._actions:
+        if not action.option_strings or action.dest == "help":
+            continue
+        said = "required" if action.required else "default"
+        assert action.help and said in action.help, f"raycse {name} {action.option_strings[-1]}: no {said}"
+        takes_value = action.nargs != 0 and not isinstance(action, argparse.BooleanOptionalAction)
+        if takes_value and not action.choices:  # a value in a word: never argparse's DEST nor a bare X for a text
+            assert action.metavar, f"raycse {name} {action.option_strings[-1]}: no metavar"
+            assert action.metavar != "X" or action.type is float, f"{action.option_strings[-1]}: metavar X"
+    with pytest.raises(SystemExit):
+        main([name, "--help"])
+    text = capsys.readouterr().out
+    assert "examples:" in text and "(default: %(default)s)" not in text
+
+
+def test_spaces_lists_every_shipped_file_on_one_line(capsys):
+    from raycse.settings.space_listing import shipped_space_files
+
+    files = shipped_space_files()
+    assert {"focal", "simcse", "all"} <= set(files)
+    assert main(["spaces"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines] == list(files)
+    assert all(len(line.split("  ")) >= 2 and str(files[line.split()[0]]) in line for line in lines)
+
+
+def test_losses_lists_each_loss_its_paper_and_its_hyperparameters(capsys):
+    assert main(["losses"]) == 0
+    text = capsys.readouterr().out
+    for name in LOSS_NAMES:
+        assert f"  {name} " in text, name
+    for info in [*BASES.values(), *REGULARISER_INFO.values()]:
+        assert info.paper in text
+        block = text[text.index(f"  {info.name} "):].split("\n")[2]
+        assert all(f"{h} {spec.default:g}" in block for h, spec in info.hyperparameters.items()), info.name
+    assert set(hyperparameter_catalogue()) - {"lambda"} <= {w.strip(",") for w in text.split()}
+
+
+# ------------------------------------------------------------------------------------------------- the plan
+DRY_RUN = """
+import sys
+from raycse.cli import main
+status = main(sys.argv[1:])
+assert "ray" not in sys.modules, "a dry run imported Ray"
+sys.exit(status)
+"""
+
+
+def _dry_run(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", DRY_RUN, "search", "--space", FOCAL, "--dry-run", *args],
+                          cwd=cwd, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
+                          timeout=300)
+
+
+def _stage_rows(text: str) -> dict[str, list[str]]:
+    rows = {}
+    for line in text.splitlines():
+        words = line.split()
+        if words and words[0] in ("baseline", "stage0", "search", "choose", "judge", "total"):
+            rows[words[0]] = words
+    return rows
+
+
+def test_a_dry_run_prints_each_stage_and_its_cost_and_creates_nothing(tmp_path):
+    full = _dry_run(tmp_path, "--step-ms", "100", "--gpus", "8", "--experiment", "focal-2")
+    assert full.returncode == 0, full.stderr
+    assert sorted(os.listdir(tmp_path)) == [], "a dry run created something"
+    assert "experiment 'focal-2'" in full.stdout and "budget: full" in full.stdout
+    rows = _stage_rows(full.stdout)
+    # focal.yaml's full budget: 16 search trials, the top 3 on 3 seeds, the winner and the published point on 18
+    assert [rows[s][1] for s in ("search", "choose", "judge")] == ["16", "9", "36"]
+    assert rows["choose"][2] == "43-45" and rows["judge"][2] == "46-63"
+    trial_hours, gpu_hours = float(rows["total"][2]), float(rows["total"][3])
+    assert gpu_hours == pytest.approx(trial_hours * 0.25, abs=0.011)  # a trial holds a quarter of a GPU
+    cpu = _dry_run(tmp_path, "--step-ms", "100", "--gpus", "0")
+    assert cpu.returncode == 0, cpu.stderr
+    rows = _stage_rows(cpu.stdout)
+    assert "budget: cpu" in cpu.stdout and "choose" not in rows
+    assert [rows[s][1] for s in ("search", "judge")] == ["4", "4"]
+    assert float(rows["total"][3]) == 0.0  # the CPU budget asks for no GPU
+    assert sorted(os.listdir(tmp_path)) == []
+
+
+def test_the_plan_scales_with_the_step_time():
+    slow, fast = (api.plan(FOCAL, step_ms=ms, gpus=4) for ms in (200.0, 100.0))
+    assert [s.trials for s in slow.stages] == [s.trials for s in fast.stages]
+    assert slow.trial_hours == pytest.approx(2 * fast.trial_hours)
+
+
+@pytest.mark.parametrize("argv, culprit", [
+    (["search", "--space", FOCAL, "--step-ms", "100"], "--step-ms: only applies with --dry-run"),
+    (["search", "--space", FOCAL, "--dry-run", "--step-ms", "0"], "--step-ms"),
+    (["search", "--space", FOCAL, "--dry-run", "--gpus", "-1"], "--gpus"),
+    (["search", "--space", FOCAL, "--dry-run", "--experiment", "a/b"], "--experiment"),
+])
+def test_plan_flags_are_checked(argv, culprit, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("raycse: error: ") and culprit in err and err.count("\n") == 1
+    assert sorted(os.listdir(tmp_path)) == []
+
+
+def test_experiment_renames_the_search():
+    space, _ = api._search_inputs(FOCAL, {**{o.name: o.default for o in api.SEARCH_OPTIONS},
+                                          "experiment": "focal-2"})
+    assert space.experiment == "focal-2"
+    with pytest.raises(ConfigError, match="experiment"):
+        api.plan(FOCAL, experiment="", step_ms=1.0)
+
+
+# ------------------------------------------------------------------------------------------------- eval
+def test_eval_pools_as_the_model_does_by_default(tiny_bert_dir):
+    assert api.EVAL_OPTIONS[1].name == "pooler" and api.EVAL_OPTIONS[1].default == "auto"
+    assert api.evaluation_pooler("minilm") == "avg"  # all-MiniLM-L6-v2 declares mean pooling
+    assert api.evaluation_pooler(str(tiny_bert_dir)) == "cls_before_pooler"  # declares none: SimCSE's
+    assert api.evaluation_pooler(str(tiny_bert_dir), "avg_top2") == "avg_top2"
+
+
+def test_a_model_that_is_no_text_encoder_is_one_line_exit_2(tmp_path, tiny_bert_dir, capsys):
+    from transformers import ViTConfig, ViTModel
+
+    folder = tmp_path / "vit"
+    ViTModel(ViTConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=37,
+                       image_size=8, patch_size=4)).save_pretrained(folder)
+    for name in os.listdir(tiny_bert_dir):  # a tokenizer beside it: only the architecture is wrong
+        if "token" in name or name == "vocab.txt":
+            (folder / name).write_bytes((tiny_bert_dir / name).read_bytes())
+    assert main(["eval", "--model", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("raycse: error: --model: ")
+    assert str(folder) in err and "'vit' is not a text encoder" in err
+
+
+# ------------------------------------------------------------------------------------------------- train
+def test_a_run_shorter_than_the_evaluation_interval_is_evaluated_at_its_end(tmp_path):
+    config = api.prepare_training(str(tmp_path / "out"), False, {"max_steps": 100})
+    assert config.eval_steps == 100
+    assert api.prepare_training(str(tmp_path / "out"), False, {"max_steps": 400}).eval_steps == 125
+    with pytest.raises(ConfigError, match="eval_steps"):  # a contradiction the user wrote is still refused
+        api.prepare_training(str(tmp_path / "out"), False, {"max_steps": 100, "eval_steps": 125})
+
+
+def test_of_several_mistakes_the_file_is_named_first(tmp_path, capsys):
+    status = main(["train", "--corpus", str(tmp_path / "missing.txt"), "--batch-size", "0", "--max-steps", "4",
+                   "--eval-steps", "8", "--output-dir", str(tmp_path / "out")])
+    assert status == 2
+    err = capsys.readouterr().err
+    assert err.startswith("raycse: error: --corpus") and "missing.txt" in err
+
+
+def test_train_takes_explicit_settings_with_the_configs_defaults():
+    import dataclasses
+    import inspect
+
+    from raycse.settings.config import TrainConfig
+
+    parameters = inspect.signature(api.train).parameters
+    adaptive = {"eval_steps", "gpus_per_worker"}  # None: decided from the rest (the interval, CUDA)
+    for f in dataclasses.fields(TrainConfig):
+        if f.metadata.get("flag", True):
+            assert parameters[f.name].kind is inspect.Parameter.KEYWORD_ONLY, f.name
+            assert parameters[f.name].default == (None if f.name in adaptive else f.default), f.name
+    assert "started_at" not in inspect.signature(api.search).parameters
+    assert all(not name.startswith("_") or name == "_started_at" for name in inspect.signature(api.search).parameters)
+
+
+def test_train_result_is_typed(tmp_path):
+    from raycse.training.result import TrainResult
+
+    results = {"objective": "stsb_dev", "best_objective": 70.5, "best_step": 4, "steps": 8,
+               "dev_curve": [{"step": 4, "objective": 70.5}], "sentences_per_s": 10.0, "wall_seconds": 3.0,
+               "avg": 60.0, "STS12": 55.0, "config": {}}
+    result = TrainResult.from_results(tmp_path, results)
+    assert result.best_checkpoint == tmp_path / "best" and result.scores == {"avg": 60.0, "STS12": 55.0}
+    assert "results=" not in repr(result) and json.dumps(result.results)

@@ -1,0 +1,85 @@
+"""The command line answers at once: building the parser, every `--help` and every usage error import none of the
+heavy libraries (torch, transformers, Ray, MLflow, Optuna); they are imported only when a command runs.
+
+Each check runs in a fresh interpreter, since this test process has long imported them all.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+HEAVY = ("torch", "transformers", "ray", "mlflow", "optuna", "pandas", "scipy", "sklearn")
+
+# What a user types: each command's --help, then typical arguments parsed (not run), then usage errors through main()
+PROBE = textwrap.dedent("""
+    import contextlib, io, json, sys
+    from raycse.cli import build_parser, main
+
+    parser = build_parser()
+    sub = next(action for action in parser._actions if action.dest == "command")
+    helps = {}
+    for argv in [["--help"], ["--version"], *([name, "--help"] for name in sub.choices)]:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            try:
+                parser.parse_args(argv)
+            except SystemExit as done:
+                assert done.code in (0, None), (argv, done.code)
+        helps[" ".join(argv)] = out.getvalue()
+    for argv in [["eval", "--model", "minilm", "--pooler", "avg", "--tasks", "sts"],
+                 ["train", "--loss", "focal", "--tau", "0.05", "--max-steps", "100", "--output-dir", "runs/x"],
+                 ["search", "--space", "search_spaces/focal.yaml", "--num-samples", "4", "--experiment", "e2"],
+                 ["search", "--space", "focal", "--dry-run", "--step-ms", "100", "--gpus", "8"],
+                 ["report", "raycse-focal"], ["export", "raycse-focal", "out"], ["status", "raycse-focal"],
+                 ["spaces"], ["losses"], ["bench", "--shape", "tiny"]]:
+        parser.parse_args(argv)
+    errors = {}
+    for argv in [["train", "--batch-size", "many"], ["search"], ["eval", "--pooler", "max"], ["nonsense"]]:
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            errors[" ".join(argv)] = [main(argv), err.getvalue()]
+    heavy = sorted(name for name in HEAVY if name in sys.modules)
+    print(json.dumps({"heavy": heavy, "helps": helps, "errors": errors}))
+""")
+
+
+def _probe() -> dict:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", f"HEAVY = {HEAVY!r}\n{PROBE}"], cwd=ROOT, env=env,
+                          capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_parsing_every_command_imports_no_heavy_library():
+    probe = _probe()
+    assert probe["heavy"] == [], f"imported while only parsing: {probe['heavy']}"
+    # the help texts were really produced, and the usage errors really refused (exit 2, one line)
+    assert all("usage: raycse" in text for name, text in probe["helps"].items() if name != "--version")
+    for argv, (code, stderr) in probe["errors"].items():
+        assert code == 2, argv
+        assert stderr.startswith("raycse: error: ") and stderr.count("\n") == 1, (argv, stderr)
+
+
+def test_importing_the_settings_and_the_loss_catalogue_needs_no_torch():
+    code = ("import sys, raycse, raycse.settings.config, raycse.settings.space, raycse.losses as L; "
+            "assert L.hyperparameter_catalogue() and L.LOSS_NAMES; "
+            f"print(sorted(n for n in {HEAVY!r} if n in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_the_losses_functions_are_still_there_when_asked_for():
+    # imported lazily: each name resolves to the function (not to a submodule of the same name)
+    import raycse.losses as losses
+
+    assert callable(losses.triplet) and callable(losses.info_nce) and callable(losses.build_loss)
+    assert losses.build_loss("focal").hparams == {"tau": 0.07, "m": 0.3}

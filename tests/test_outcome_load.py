@@ -1,0 +1,108 @@
+"""A search seen from outside and afterwards: `raycse status` from another process while it runs (and once it has
+finished), and `raycse.load`, which gives back the outcome `raycse.search` returned, with its short repr and its
+trials as a table. One small real search (tiny BERT, two search trials, two judging seeds) serves all three."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import raycse
+from raycse.cli import main
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parent.parent
+
+SPACE = """\
+experiment: {experiment}
+model: {model}
+loss: focal
+train: {{batch_size: 8, max_steps: 4, eval_steps: 2, max_sentences: 160, lr: 1.0e-4}}
+space:
+  tau: {{type: loguniform, low: 0.02, high: 0.2}}
+  m: {{type: uniform, low: 0.0, high: 0.6}}
+published: {{tau: 0.07, m: 0.3}}
+search: {{num_samples: 2, seed: 0, test_eval: best, scheduler: {{name: fifo}}, confirm: {{top_k: 1, judge_seeds: 2}}}}
+resources: {{workers: 1, cpus_per_worker: 1}}
+"""
+
+# Polls the store from its own process, as a user's second terminal would, until it is stopped
+POLLER = """
+import json, sys, time
+import raycse
+from raycse.errors import ConfigError
+while True:
+    try:
+        status = raycse.status(sys.argv[1], tracking_uri=sys.argv[2])
+        seen = {"stage": status.stage, "done": status.done, "running": len(status.running)}
+    except ConfigError as err:  # the search has not made its experiment yet
+        seen = {"error": str(err)}
+    print(json.dumps(seen), flush=True)
+    time.sleep(0.5)
+"""
+
+
+@pytest.fixture
+def ray_session():
+    import ray
+
+    yield
+    ray.shutdown()
+
+
+@pytest.mark.timeout(1200)
+def test_status_while_running_and_load_after(tmp_path, tiny_bert_dir, ray_session, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    experiment, uri = "load-status", f"sqlite:///{tmp_path / 'mlflow.db'}"
+    space = tmp_path / "space.yaml"
+    space.write_text(SPACE.format(experiment=experiment, model=tiny_bert_dir))
+    log = (tmp_path / "polls.jsonl").open("w")
+    poller = subprocess.Popen([sys.executable, "-c", POLLER, experiment, uri], stdout=log, stderr=subprocess.STDOUT,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=tmp_path)
+    try:
+        outcome = raycse.search(space, tracking_uri=uri, storage_path=str(tmp_path / "ray"))
+        time.sleep(2)  # a last poll of the finished search
+    finally:
+        poller.terminate()
+        poller.wait(timeout=60)
+        log.close()
+    polls = [json.loads(line) for line in (tmp_path / "polls.jsonl").read_text().splitlines() if line.startswith("{")]
+    during = [p for p in polls if "stage" in p and p["stage"] != "finished"]
+    assert during, f"no poll saw the search running: {polls[-3:]}"
+    assert any(p["running"] or sum(p["done"].values()) for p in during), "no poll saw a trial"
+    assert not any("Traceback" in json.dumps(p) for p in polls)
+
+    # afterwards: finished, every planned trial done, the best objective any trial reached
+    status = raycse.status(experiment, tracking_uri=uri)
+    assert status.stage == "finished" and not status.running
+    assert status.planned["search"] == 2 and status.planned["judge"] == 4
+    assert status.done["search"] == 2 and status.done["judge"] == 4
+    assert status.best_objective == pytest.approx(max(t.best_objective for t in outcome.trials
+                                                      if t.best_objective is not None))
+    capsys.readouterr()
+    assert main(["status", experiment, "--tracking-uri", uri]) == 0
+    printed = capsys.readouterr().out
+    assert "stage: finished" in printed and "search 2/2" in printed and "judge 4/4" in printed
+
+    # load: the same outcome, field by field
+    loaded = raycse.load(experiment, tracking_uri=uri)
+    for name in ("experiment", "name", "parent_run_id", "budget", "objective", "baseline", "ranking", "winner_key",
+                 "published_key", "verdict", "timings", "model_version", "decision"):
+        assert getattr(loaded, name) == getattr(outcome, name), name
+    assert [dataclasses.asdict(t) for t in loaded.trials] == [dataclasses.asdict(t) for t in outcome.trials]
+    assert loaded.registered_run == outcome.registered_run and loaded.best_checkpoint == outcome.best_checkpoint
+    assert {k: loaded.configurations[k] for k in outcome.configurations} == outcome.configurations
+    assert repr(loaded) == repr(outcome) and "\n" not in repr(outcome) and len(repr(outcome)) < 300
+    assert repr(outcome).startswith(f"<SearchOutcome {experiment!r}")
+
+    table = outcome.trials_dataframe()
+    assert len(table) == len(outcome.trials) == 6
+    assert {"trial_id", "stage", "seed", "status", "objective", "params_tau", "params_m"} <= set(table.columns)
+    assert sorted(table["stage"]) == ["judge"] * 4 + ["search"] * 2
+    assert list(table["objective"]) == [t.best_objective for t in outcome.trials]
