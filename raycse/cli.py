@@ -358,9 +358,12 @@ def _cmd_status(args) -> int:
 
 # -------------------------------------------------------------------------------------------- cache
 def _add_cache(sub) -> None:
-    p = sub.add_parser("cache", help="the untouched model's figures kept between searches ($RAYCSE_CACHE_DIR, "
-                                     "else $XDG_CACHE_HOME/raycse)")
-    p.add_argument("action", choices=["clear"], help="clear: forget every kept figure (the next search scores again)")
+    p = _command(sub, "cache", "the untouched model's figures kept between searches",
+                 "A search scores the untouched model once per model, data and objective, and keeps the figures in "
+                 "$RAYCSE_CACHE_DIR (else $XDG_CACHE_HOME/raycse); `clear` forgets them, so the next search scores "
+                 "again.", """
+raycse cache clear""")
+    p.add_argument("action", choices=["clear"], help="clear: forget every kept figure")
     p.set_defaults(func=_cmd_cache, parser=p)
 
 
@@ -404,6 +407,11 @@ def _quiet_libraries() -> None:
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     logging.getLogger("mlflow").setLevel(logging.WARNING)
     logging.getLogger("alembic").setLevel(logging.WARNING)
+    if "transformers" in sys.modules:  # imported before main() ran (a notebook, a test): its env is read already
+        import transformers
+
+        transformers.logging.set_verbosity_error()
+        transformers.logging.disable_progress_bar()
 
 
 def _culprit_as_flag(err: ConfigError, parser: argparse.ArgumentParser | None) -> str:

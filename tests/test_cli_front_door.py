@@ -167,6 +167,7 @@ def test_a_model_that_is_no_text_encoder_is_one_line_exit_2(tmp_path, tiny_bert_
     for name in os.listdir(tiny_bert_dir):  # a tokenizer beside it: only the architecture is wrong
         if "token" in name or name == "vocab.txt":
             (folder / name).write_bytes((tiny_bert_dir / name).read_bytes())
+    capsys.readouterr()  # what building the folder printed (transformers' progress bars) is not the command's
     assert main(["eval", "--model", str(folder)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("raycse: error: --model: ")

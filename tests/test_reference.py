@@ -149,16 +149,8 @@ def doc_commands() -> list[tuple[str, int, list[str], bool]]:
 
 
 COMMANDS = doc_commands()
-# Named by the docs, built on the command-line branch of the same change (merged separately). Until it is merged
-# these commands cannot parse, and are expected to fail; once it is, they pass, and strict xfail fails the run so
-# that this list is emptied.
-PENDING = {"--version", "--experiment", "--dry-run", "--step-ms", "--gpus", "spaces", "losses", "status", "cache"}
-
-
 def _case(where: str, number: int, words: list[str], whole: bool):
-    pending = [word for word in words if word.split("=")[0] in PENDING]
-    marks = [pytest.mark.xfail(strict=True, reason=f"{pending} come with the command-line branch")] if pending else []
-    return pytest.param(where, number, words, whole, marks=marks, id=f"{where}:{number}:{' '.join(words)[:40]}")
+    return pytest.param(where, number, words, whole, id=f"{where}:{number}:{' '.join(words)[:40]}")
 
 
 def test_the_docs_show_commands():

@@ -187,6 +187,10 @@ def section_keys() -> list[Key]:
                         "winner and the published point are trained; only these judge them"),
         "test_seeds": (_integer(1, CONFIRM_SEEDS_LIMIT, null=True), confirm.test_seeds, "how many of the judging "
                        "seeds (the first ones) also score the seven STS test tasks (null: all; at most judge_seeds)"),
+        "looks": ({"type": ["array", "null"], "minItems": 1, "items": {"type": "integer", "minimum": 2}},
+                  confirm.looks, "after how many judging seeds the judgment is looked at (sequential judging stops "
+                  "when a boundary is crossed), increasing, the last equal to judge_seeds (null: 6, 9, 12, 18 of 18, "
+                  "or one look under 12 seeds)"),
     }
     resource_schema = {
         "workers": (_integer(1, INT_LIMIT), resources.workers, "data-parallel workers of one trial (Ray Train)"),
