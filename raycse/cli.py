@@ -326,9 +326,9 @@ raycse status raycse-focal --tracking-uri http://head:5000""")
 
 
 def _cmd_spaces(args) -> int:
-    from raycse.settings.space_listing import shipped_space_files, summary_line
+    from raycse.settings.space_files import packaged_spaces, summary_line
 
-    files = shipped_space_files()
+    files = packaged_spaces()
     width = max((len(name) for name in files), default=0)
     for name, path in files.items():
         print(f"{name:<{width}}  {summary_line(path)}  ({path})")

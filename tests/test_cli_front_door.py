@@ -55,9 +55,9 @@ def test_each_command_has_a_description_examples_and_every_flags_default(name, c
 
 
 def test_spaces_lists_every_shipped_file_on_one_line(capsys):
-    from raycse.settings.space_listing import shipped_space_files
+    from raycse.settings.space_files import packaged_spaces
 
-    files = shipped_space_files()
+    files = packaged_spaces()
     assert {"focal", "simcse", "all"} <= set(files)
     assert main(["spaces"]) == 0
     lines = capsys.readouterr().out.splitlines()
