@@ -57,7 +57,7 @@ def test_the_readme_python_example_runs_as_written(tmp_path, tiny_bert_dir):
     (tmp_path / "search_spaces").mkdir()
     (tmp_path / "search_spaces" / "focal.yaml").write_text(SMALL_SPACE.format(model=tiny_bert_dir, corpus=corpus))
     code = readme_python_example() + "\nimport json\nprint('RESULT', json.dumps({'figures': figures, " \
-                                      "'best_objective': results['best_objective'], 'verdict': outcome.verdict}))\n"
+                                      "'best_objective': results.best_objective, 'verdict': outcome.verdict}))\n"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
     env.pop("MLFLOW_TRACKING_URI", None)
     env.pop("RAY_ADDRESS", None)

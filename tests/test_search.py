@@ -400,10 +400,12 @@ def test_a_finished_trial_is_never_run_again_after_a_kill(tmp_path, tiny_bert_di
 @pytest.mark.timeout(1200)
 def test_resume_during_the_judging_stage(tmp_path, tiny_bert_dir):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    space = write_space(tmp_path, tiny_bert_dir, "judge-kill", num_samples=2, test_eval="none", steps=40,
+    # 160 steps: on the small dev file a tiny trial takes about 40 ms a step, so the kill below (1.5 s after the
+    # first checkpoint) finds the judging trial still running, as the test means it to
+    space = write_space(tmp_path, tiny_bert_dir, "judge-kill", num_samples=2, test_eval="none", steps=160,
                         objective=small_dev_file(tmp_path))
     args = search_args(tmp_path, space)
-    # Killed mid-trial in the judging stage, once its first checkpoint (step 2 of 40) is on disk and Tune's
+    # Killed mid-trial in the judging stage, once its first checkpoint (step 2 of 160) is on disk and Tune's
     # once-a-second snapshot of the experiment has had the time to record it.
     before = kill_when(start_cli(args, tmp_path / "first.log", tmp_path), tmp_path / "first.log",
                        lambda text: any(" judge " in line and " step      2 " in line for line in text.splitlines())
