@@ -27,6 +27,12 @@ _CACHE_DIR = tempfile.mkdtemp(prefix="raycse-test-cache-")
 os.environ["RAYCSE_CACHE_DIR"] = _CACHE_DIR
 
 
+def pytest_xdist_auto_num_workers(config) -> int:
+    """`-n auto` (pyproject's addopts): one test process per core, at most 4. A Ray-starting test starts a cluster of
+    its own, a dozen processes and about a gigabyte; more of them at once would trade memory for little time."""
+    return max(1, min(4, os.cpu_count() or 1))
+
+
 def pytest_sessionfinish(session, exitstatus):
     shutil.rmtree(_CACHE_DIR, ignore_errors=True)
 

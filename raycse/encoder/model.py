@@ -42,7 +42,7 @@ from raycse.encoder.sentence_transformers_files import write_sentence_transforme
 from raycse.errors import ConfigError, first_line
 from raycse.files import replace_directory
 
-EVAL_BATCH_SIZE = 128  # sentences per evaluation batch on CPU; on CUDA larger batches mean fewer launches
+EVAL_BATCH_SIZE = 32  # sentences per evaluation batch on CPU (32 encoded STS-B dev 10% faster than 128 on one thread); on CUDA larger batches mean fewer launches
 
 # Which entries of `hidden_states` (index 0 = embedding layer, -1 = last layer) the two layer-averaging
 # poolers average. Index 1 is the first transformer layer's output: SimCSE first used index 0 (the embeddings)
@@ -388,7 +388,12 @@ class Encoder(nn.Module):
                self.device.type)
         if key in _ENCODING_CACHE:
             return _ENCODING_CACHE[key]
-        longest_first = sorted(range(len(sentences)), key=lambda i: len(sentences[i]), reverse=True)
+        # Sorted by token count, so each batch pads to the length its sentences have (sorting by characters padded
+        # STS-B dev's 47,750 tokens to 69,410 in batches of 128).
+        token_counts = [len(ids) for ids in self.tokenizer(sentences, truncation=True,
+                                                           max_length=max_len or self.max_seq_length)["input_ids"]
+                        ] if sentences else []
+        longest_first = sorted(range(len(sentences)), key=lambda i: token_counts[i], reverse=True)
         pin = self.device.type == "cuda"
         batches = []
         for start in range(0, len(sentences), batch_size):
