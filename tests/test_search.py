@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -346,6 +347,28 @@ def kill_when(driver: subprocess.Popen, log: Path, ready, timeout: float = 500, 
     return text
 
 
+def snapshot_names_newest_checkpoints(experiment: Path) -> bool:
+    """Whether Tune's newest snapshot of `experiment` names, for every trial with a checkpoint on disk, that trial's
+    newest checkpoint (so that a kill now leaves nothing for --resume to miss)."""
+    snapshots = sorted(experiment.glob("experiment_state-*.json"))
+    if not snapshots:
+        return False
+    try:
+        trials = json.loads(snapshots[-1].read_text())["trial_data"]
+    except (OSError, ValueError, KeyError):
+        return False  # being replaced
+    named = {}
+    for trial_json, run_json in trials:
+        trial_id = re.search(r'"trial_id": "([^"]+)"', trial_json).group(1)
+        named[trial_id] = {int(n) for n in re.findall(r"checkpoint_(\d{6})", run_json)}
+    newest_on_disk = {}
+    for path in experiment.glob("run_trial_*/checkpoint_*"):
+        trial_id = next((t for t in named if path.parent.name.startswith(f"run_trial_{t}_")), None)
+        newest_on_disk[trial_id] = max(newest_on_disk.get(trial_id, -1), int(path.name.split("_")[1]))
+    return bool(newest_on_disk) and all(trial_id in named and newest in named[trial_id]
+                                        for trial_id, newest in newest_on_disk.items())
+
+
 def resume(args: list[str], cwd: Path) -> str:
     resumed = subprocess.run([sys.executable, "-m", "raycse.cli", *args, "--resume"], capture_output=True, text=True,
                              timeout=600, cwd=cwd, env={**os.environ, "PYTHONUNBUFFERED": "1"})
@@ -405,11 +428,12 @@ def test_resume_during_the_judging_stage(tmp_path, tiny_bert_dir):
     space = write_space(tmp_path, tiny_bert_dir, "judge-kill", num_samples=2, test_eval="none", steps=160,
                         objective=small_dev_file(tmp_path))
     args = search_args(tmp_path, space)
-    # Killed mid-trial in the judging stage, once its first checkpoint (step 2 of 160) is on disk and Tune's
-    # once-a-second snapshot of the experiment has had the time to record it.
+    # Killed mid-trial in the judging stage, once Tune's snapshot names the newest checkpoint on disk (a kill in the
+    # instant between Tune replacing a trial's checkpoint and its next snapshot is the edge docs/reliability.md
+    # describes: that trial fails on --resume).
     before = kill_when(start_cli(args, tmp_path / "first.log", tmp_path), tmp_path / "first.log",
                        lambda text: any(" judge " in line and " step      2 " in line for line in text.splitlines())
-                       and any((tmp_path / "ray" / "judge-kill-judge").glob("*/checkpoint_*")), after=1.5)
+                       and snapshot_names_newest_checkpoints(tmp_path / "ray" / "judge-kill-judge"))
     search_trials = {line.split()[1] for line in finished_lines(before)}
     interrupted = next(line.split()[1] for line in before.splitlines() if " judge " in line and " step " in line)
 
@@ -433,6 +457,56 @@ def test_resume_during_the_judging_stage(tmp_path, tiny_bert_dir):
     summary = summary_of(client, parent, tmp_path)
     assert all(c["judge"]["n"] == 2 for c in summary["decision"]["configs"] if c["judge"])
     assert parent.data.metrics["best_objective"] == pytest.approx(summary["winner"]["mean"])
+
+
+@pytest.mark.timeout(1200)
+def test_kills_while_the_untouched_model_is_scored_and_in_the_choosing_stage_lose_and_repeat_nothing(
+        tmp_path, tiny_bert_dir, monkeypatch):
+    """One search killed twice: first while the baseline (the untouched model's objective and test tasks) is scored
+    beside the first search trial, then in the choosing stage; each `--resume` goes on from where the kill left it."""
+    monkeypatch.setenv("RAYCSE_CACHE_DIR", str(tmp_path / "cache"))  # empty: the baseline is scored, not reused
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    space = write_space(tmp_path, tiny_bert_dir, "chain-kill", num_samples=2, objective=small_dev_file(tmp_path),
+                        confirm="{top_k: 2, choose_seeds: 1, judge_seeds: 2, test_seeds: 1}")
+    args = search_args(tmp_path, space)
+    first = kill_when(start_cli(args, tmp_path / "first.log", tmp_path), tmp_path / "first.log",
+                      lambda text: "baseline: scoring the untouched model" in text
+                      and (tmp_path / "ray" / "chain-kill" / "tuner.pkl").is_file())
+    assert "baseline (the untouched model" not in first  # killed before its figures came back
+    # Tune had built the search stage's Tuner, and (almost always) not yet written its run state: restoring from
+    # tuner.pkl alone would run 1 of the 2 trials; the stage starts anew instead
+
+    second = start_cli([*args, "--resume"], tmp_path / "second.log", tmp_path)
+    choosing_checkpoints = (tmp_path / "ray").glob
+    second_text = kill_when(second, tmp_path / "second.log",
+                            lambda text: "Choosing:" in text and any(choosing_checkpoints("*-choose*/*/checkpoint_*")),
+                            after=0.5)
+    assert "Resuming search" in second_text and "baseline (the untouched model" in second_text  # scored afresh
+    searched = {line.split()[1] for line in (first + second_text).splitlines()
+                if line.startswith("trial ") and " search " in line}
+    assert len(searched) == 2  # both search trials ran in the second run
+
+    after = resume(args, tmp_path)
+    assert not [line for line in after.splitlines() if " search " in line and " step " in line]  # search: done
+    client = MlflowClient(tracking_uri=uri)
+    parent, children = runs_of(client, "chain-kill")
+    assert parent.info.status == "FINISHED"
+    by_stage = {stage: [r for r in children if r.data.tags["raycse.stage"] == stage]
+                for stage in ("search", "choose", "judge")}
+    assert len(children) == sum(len(runs) for runs in by_stage.values())
+    assert {r.data.tags["raycse.trial_id"] for r in by_stage["search"]} == searched
+    assert len(by_stage["choose"]) == 2 and {r.data.tags["raycse.seed"] for r in by_stage["choose"]} == {"43"}
+    assert by_stage["judge"] and {r.data.tags["raycse.seed"] for r in by_stage["judge"]} == {"44", "45"}
+    keys = [(r.data.tags["raycse.stage"], r.data.tags["raycse.config_key"], r.data.tags["raycse.seed"])
+            for r in children]
+    assert len(set(keys)) == len(keys)  # no configuration ran twice on one seed in one stage
+    assert all(r.info.status == "FINISHED" and r.data.tags["raycse.status"] == "finished" for r in children)
+    study = __import__("optuna").load_study(study_name="chain-kill", storage=f"sqlite:///{tmp_path / 'optuna.db'}")
+    assert sorted(t.user_attrs["ray_trial_id"] for t in study.trials if t.state.name == "COMPLETE") == \
+        sorted(r.data.tags["raycse.trial_id"] for r in by_stage["search"])
+    summary = summary_of(client, parent, tmp_path)
+    assert summary["baseline"]["objective"] is not None and "avg" in summary["baseline"]["test"]
+    assert all(c["judge"]["n"] == 2 for c in summary["decision"]["configs"] if c["judge"])
 
 
 def test_resume_without_a_search_is_a_clean_error(tmp_path, tiny_bert_dir, capsys):

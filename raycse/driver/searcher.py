@@ -100,6 +100,24 @@ def fail_unrecorded_trials(study, recorded: set[str]) -> list[int]:
     return lost
 
 
+def points_not_waiting(study_name: str, storage, points: list[dict]) -> list[dict]:
+    """The `points` (the published point) that the persistent study does not already hold as an enqueued trial.
+
+    Building OptunaSearch enqueues its points. A search killed after that and before Tune's first snapshot starts
+    its stage anew on --resume, and the new searcher must not enqueue the published point a second time: the study
+    hands the waiting one out first."""
+    import optuna
+    from optuna.trial import TrialState
+
+    try:
+        study = optuna.load_study(study_name=study_name, storage=storage)
+    except KeyError:  # no such study yet
+        return points
+    waiting = [t.system_attrs.get("fixed_params", t.params)
+               for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,))]
+    return [point for point in points if point not in waiting]
+
+
 class TotalStepsStopper(tune.Stopper):
     """Stops every trial once the trials' latest reported steps add up to `max_total_steps`."""
 

@@ -48,6 +48,21 @@ def experiment_path(state: SearchState, stage: str) -> str:
     return f"{state.storage.rstrip('/')}/{name}"
 
 
+def has_run_state(path: str) -> bool:
+    """Whether a stage's Tune experiment got as far as writing its run state (`experiment_state-*.json`).
+
+    Tune writes `tuner.pkl` when the Tuner is built, the run state only once the run has started. Restoring from
+    `tuner.pkl` alone (a kill in between, e.g. while the untouched model is scored) starts a run of one sample:
+    Tune's resume takes the number of samples from the run state it could not find. Such a stage starts anew."""
+    from pyarrow.fs import FileSelector, FileType
+    from ray.train._internal.storage import get_fs_and_path
+
+    fs, fs_path = get_fs_and_path(path)
+    listing = fs.get_file_info(FileSelector(fs_path, allow_not_found=True))
+    return any(info.type == FileType.File and info.base_name.startswith("experiment_state-")
+               and info.base_name.endswith(".json") for info in listing)
+
+
 def tuner(state: SearchState, plan: SearchSpace, stage: str, tune_config, param_space: dict | None = None,
           stopper=None, slots: int | None = None):
     """A new Tuner for `stage`, or the restored one when the stage's experiment exists (--resume).
@@ -63,7 +78,7 @@ def tuner(state: SearchState, plan: SearchSpace, stage: str, tune_config, param_
     slots = slots or planning.max_concurrent(plan, state.cluster)
     trainable = tune.with_resources(trial_function(state, plan, slots), planning.trial_resources(plan))
     path = experiment_path(state, stage)
-    if tune.Tuner.can_restore(path):
+    if tune.Tuner.can_restore(path) and has_run_state(path):
         # finished and errored trials stay as they are; unfinished ones continue from their last checkpoint.
         # The restored run config brings back the pickled MLflow callback (it re-opens its client lazily).
         return tune.Tuner.restore(path, trainable=trainable, resume_unfinished=True, resume_errored=False,

@@ -2,7 +2,8 @@
 base seed; the untouched model's score is collected at its end (it was scored beside the first trials).
 
 Resume: the Tune experiment is restored with its own pickled searcher (never a second one: building OptunaSearch
-enqueues the published point into the persistent study); trials the study holds as finished are not told again.
+enqueues the published point into the persistent study); trials the study holds as finished are not told again. A
+stage killed before Tune's first snapshot starts anew, and its published point is not enqueued twice.
 """
 from __future__ import annotations
 
@@ -25,7 +26,12 @@ class SearchStage(Stage):
         import optuna
         from ray import tune
 
-        from raycse.driver.searcher import TaggedOptunaSearch, TotalStepsStopper, fail_unrecorded_trials
+        from raycse.driver.searcher import (
+            TaggedOptunaSearch,
+            TotalStepsStopper,
+            fail_unrecorded_trials,
+            points_not_waiting,
+        )
 
         plan, options = state.plan, state.options
         study_name, storage = plan.experiment, state.optuna_storage
@@ -37,7 +43,9 @@ class SearchStage(Stage):
             searcher = None
             if not grid:
                 searcher = TaggedOptunaSearch(space=plan.define_by_run, metric=OBJECTIVE, mode=DevObjective.mode,
-                                              points_to_evaluate=plan.points_to_evaluate() or None,
+                                              points_to_evaluate=points_not_waiting(
+                                                  study_name, planning.optuna_rdb_storage(storage),
+                                                  plan.points_to_evaluate()) or None,
                                               sampler=strategy.sampler(plan, options.sampler),
                                               study_name=study_name, storage=planning.optuna_rdb_storage(storage))
             return tune.TuneConfig(metric=OBJECTIVE, mode=DevObjective.mode, search_alg=searcher,
