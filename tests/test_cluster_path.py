@@ -1,0 +1,160 @@
+"""The path a cluster user takes (docs/scaling.md), on Ray's fake multi-node provider (cluster/fake-gpu.yaml).
+
+A head whose autoscaler starts fake GPU workers, an MLflow tracking server on PostgreSQL and the Optuna study in the
+same PostgreSQL; the search submitted with `ray job submit`; a GPU worker node killed in the middle of a trial; then
+the whole cluster, head included, killed in the middle of the search stage, started again, and the same command
+submitted with `--resume`.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from mlflow.tracking import MlflowClient
+from services import FakeCluster, fake_gpu_cluster, processes_of, stop_processes, stop_processes_of
+from test_search import finished_lines, runs_of, small_dev_file
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[1]
+EXPERIMENT = "cluster-path"
+STEPS, EVAL_STEPS, TRIALS = 48, 4, 2
+SPACE = """\
+experiment: {experiment}
+model: {model}
+objective: {objective}
+loss: simcse
+train: {{batch_size: 8, max_steps: {steps}, eval_steps: {eval_steps}, max_sentences: {sentences}}}
+space: {{tau: {{type: loguniform, low: 0.02, high: 0.2}}}}
+published: {{tau: 0.05}}
+search: {{num_samples: {trials}, seed: 0, test_eval: none, scheduler: {{name: fifo}}, max_concurrent: 1}}
+resources: {{workers: 1, cpus_per_worker: 2, gpus_per_worker: 1}}
+"""
+# A lost node is noticed in seconds, not Ray's default half-minute: the GCS checks each raylet every second and
+# gives it up after three missed checks; the autoscaler replaces a node silent for 10 s.
+FAST_FAILURE_DETECTION = {"RAY_health_check_period_ms": "1000", "RAY_health_check_failure_threshold": "3",
+                          "AUTOSCALER_HEARTBEAT_TIMEOUT_S": "10"}
+STEP_LINE = re.compile(r"^trial (\w+) .* step +(\d+) ")
+
+
+def steps_of(text: str) -> list[tuple[str, int]]:
+    """(trial id, step) of each evaluation the driver printed, in order."""
+    return [(m[1], int(m[2])) for m in map(STEP_LINE.match, text.splitlines()) if m]
+
+
+def submit(cluster: FakeCluster, workdir: Path, args: list[str], log: Path) -> subprocess.Popen:
+    """`ray job submit` as docs/scaling.md gives it: the working directory uploaded, the search's output streamed."""
+    return subprocess.Popen(["ray", "job", "submit", "--address", cluster.dashboard, "--working-dir", str(workdir),
+                             "--", "raycse", *args], stdout=log.open("w"), stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+def wait_for(log: Path, ready, what: str, submitter: subprocess.Popen, timeout: float = 300) -> str:
+    deadline = time.monotonic() + timeout
+    while True:
+        text = log.read_text()
+        if ready(text):
+            return text
+        assert submitter.poll() is None, f"the job ended before {what}:\n{text[-4000:]}"
+        assert time.monotonic() < deadline, f"no {what} after {timeout} s:\n{text[-4000:]}"
+        time.sleep(0.2)
+
+
+def trial_process(cluster: FakeCluster):
+    """The process of the running trial (Tune's function trainable, titled `ray::ImplicitFunc...`) and its node's
+    raylet, among the cluster's processes."""
+    import psutil
+
+    for proc in processes_of(cluster.temp_dir):
+        try:
+            if "raylet" in proc.name() and proc.cmdline() and "ImplicitFunc" not in proc.cmdline()[0]:
+                for child in proc.children():
+                    if child.cmdline() and child.cmdline()[0].startswith("ray::ImplicitFunc"):
+                        return child, proc
+        except psutil.Error:
+            continue
+    return None, None
+
+
+def kill_node(raylet) -> int:
+    """SIGKILL a fake node: its raylet and everything under it (its workers, the trial among them, its agents)."""
+    procs = [raylet, *raylet.children(recursive=True)]
+    stop_processes(procs, hard=True)
+    return len(procs)
+
+
+@pytest.mark.timeout(900)
+def test_a_search_submitted_as_a_job_survives_a_lost_node_and_a_lost_head(tmp_path, tiny_bert_dir, postgres,
+                                                                          mlflow_server):
+    import optuna
+
+    config = yaml.safe_load((ROOT / "cluster" / "fake-gpu.yaml").read_text())
+    workdir = tmp_path / "checkout"  # what `--working-dir .` uploads: the space file and its development set
+    workdir.mkdir()
+    (workdir / "cluster-path.yaml").write_text(SPACE.format(
+        experiment=EXPERIMENT, model=tiny_bert_dir, objective=small_dev_file(tmp_path), steps=STEPS,
+        eval_steps=EVAL_STEPS, sentences=8 * STEPS, trials=TRIALS))
+    args = ["search", "--space", "cluster-path.yaml", "--state", str(tmp_path / "state"),
+            "--tracking-uri", mlflow_server.uri, "--optuna-storage", postgres.url("optuna"), "--no-confirm"]
+    started = time.monotonic()
+
+    # 1. the search, submitted; a GPU worker node killed mid-trial, once the trial has handed Tune a checkpoint
+    first_log = tmp_path / "first.log"
+    with fake_gpu_cluster(config, FAST_FAILURE_DETECTION) as cluster:
+        submitter = submit(cluster, workdir, args, first_log)
+        text = wait_for(first_log, lambda t: any(step >= 2 * EVAL_STEPS for _, step in steps_of(t)),
+                        "a trial's second evaluation", submitter)
+        trial, raylet = trial_process(cluster)
+        assert trial is not None, "no running trial among the cluster's processes"
+        killed_node = raylet.pid
+        text = first_log.read_text()
+        victim, reached = steps_of(text)[-1]
+        kill_node(raylet)
+        killed_at = len(text)
+
+        # the same trial goes on, on another node, from its last checkpoint
+        text = wait_for(first_log, lambda t: any(tid == victim for tid, _ in steps_of(t[killed_at:])),
+                        f"trial {victim} going on after its node was killed", submitter)
+        after_kill = [step for tid, step in steps_of(text[killed_at:]) if tid == victim]
+        trial, raylet = trial_process(cluster)
+        moved_to = raylet.pid if raylet else None
+
+        # 2. the whole cluster, head and job included, killed in the middle of the search stage
+        assert len(finished_lines(text)) < TRIALS, "the search stage ended before the cluster could be killed"
+        stop_processes_of(cluster.temp_dir, hard=True)
+        submitter.wait(timeout=60)
+    killed_head_at = time.monotonic() - started
+    before_head_kill = steps_of(first_log.read_text())
+
+    # 3. a new cluster, the same command with --resume
+    second_log = tmp_path / "second.log"
+    with fake_gpu_cluster(config, FAST_FAILURE_DETECTION) as cluster:
+        submitter = submit(cluster, workdir, [*args, "--resume"], second_log)
+        assert submitter.wait(timeout=600) == 0, second_log.read_text()[-4000:]
+    resumed = second_log.read_text()
+    elapsed = time.monotonic() - started
+    print(first_log.read_text()[-3000:], resumed[-4000:])
+    print(f"node kill: trial {victim} at step {reached}, then {after_kill}; raylet {killed_node} -> {moved_to}; "
+          f"head killed at {killed_head_at:.0f} s; done in {elapsed:.0f} s")
+
+    # the node kill: the trial went on from its last checkpoint, not from step 0, and skipped no evaluation
+    assert moved_to is not None and moved_to != killed_node
+    assert EVAL_STEPS < after_kill[0] <= reached + EVAL_STEPS, (reached, after_kill)
+    assert "Resuming search" in resumed
+
+    client = MlflowClient(tracking_uri=mlflow_server.uri)
+    parent, children = runs_of(client, EXPERIMENT)
+    trial_ids = [r.data.tags["raycse.trial_id"] for r in children]
+    assert parent.info.status == "FINISHED"
+    assert len(trial_ids) == TRIALS == len(set(trial_ids)), trial_ids
+    assert all(r.info.status == "FINISHED" and r.data.tags["raycse.status"] == "finished" for r in children)
+    for run in children:
+        history = [m.step for m in client.get_metric_history(run.info.run_id, "objective")]
+        print(run.data.tags["raycse.trial_id"], history)
+    study = optuna.load_study(study_name=EXPERIMENT, storage=postgres.url("optuna"))
+    assert sorted(t.user_attrs["ray_trial_id"] for t in study.trials if t.state.name == "COMPLETE") == sorted(trial_ids)
+    del before_head_kill
