@@ -77,14 +77,15 @@ class FakeCluster:
 
 
 @contextlib.contextmanager
-def fake_gpu_cluster(config: dict, env: dict | None = None) -> Iterator[FakeCluster]:
+def fake_gpu_cluster(config: dict, env: dict | None = None, logs: Path | None = None) -> Iterator[FakeCluster]:
     """Start a Ray head whose autoscaler uses the fake multi-node provider with `config`; stop it at the end.
 
     The same mechanism as ray.cluster_utils.AutoscalingCluster (`RAY_FAKE_CLUSTER=1 ray start --head
     --autoscaling-config=...`), which cannot be used as is: it builds its config from the example.yaml
     missing from the 2.60 wheel, and it runs `ray stop --force`. Here the shipped node types are used
     unchanged; the head gets a free port and a private temp dir, and only its processes are stopped.
-    `env`: more environment for the head and the nodes its autoscaler starts (Ray's RAY_* settings).
+    `env`: more environment for the head and the nodes its autoscaler starts (Ray's RAY_* settings); `logs`: a
+    folder that keeps the cluster's logs once it is stopped.
     """
     import ray
 
@@ -134,6 +135,10 @@ def fake_gpu_cluster(config: dict, env: dict | None = None) -> Iterator[FakeClus
                 ray.shutdown()
         finally:
             stop_processes_of(temp_dir)
+            if logs is not None:
+                with contextlib.suppress(OSError):
+                    shutil.copytree(Path(temp_dir) / "session_latest" / "logs", logs, dirs_exist_ok=True,
+                                    ignore_dangling_symlinks=True)
             shutil.rmtree(temp_dir, ignore_errors=True)
 
 
