@@ -46,8 +46,12 @@ def steps_of(text: str) -> list[tuple[str, int]]:
 
 
 def submit(cluster: FakeCluster, workdir: Path, args: list[str], log: Path, submission_id: str) -> subprocess.Popen:
-    """`ray job submit` as docs/scaling.md gives it: the working directory uploaded, the search's output streamed."""
-    return subprocess.Popen(["ray", "job", "submit", "--address", cluster.dashboard, "--working-dir", str(workdir),
+    """`ray job submit` as docs/scaling.md gives it, the search's output streamed; but the working directory is named as
+    a directory every node already has (`local://`) rather than uploaded. The fake nodes share one session directory on
+    one disk, and Ray unpacks an uploaded working directory once per node into the same folder there: each node that
+    starts replaces the folder under the processes already running in it (a driver that cannot find its space file,
+    a trial whose torch cannot load: both seen). Nodes of a real cluster have disks of their own."""
+    return subprocess.Popen(["ray", "job", "submit", "--address", cluster.dashboard, "--working-dir", f"local://{workdir}",
                              "--submission-id", submission_id, "--", "raycse", *args],
                             stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
 
