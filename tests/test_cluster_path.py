@@ -7,6 +7,7 @@ submitted with `--resume`.
 """
 from __future__ import annotations
 
+import concurrent.futures
 import re
 import subprocess
 import time
@@ -17,6 +18,8 @@ import yaml
 from mlflow.tracking import MlflowClient
 from services import FakeCluster, fake_gpu_cluster, processes_of, stop_processes, stop_processes_of
 from test_search import finished_lines, runs_of, small_dev_file
+
+from raycse.records import FINISHED, RAY_TRIAL_ID, SEARCH, STAGE_TAG, STATUS_TAG, TRIAL_TAG
 
 pytestmark = pytest.mark.slow
 
@@ -89,23 +92,38 @@ def trial_process(cluster: FakeCluster):
     return None, None
 
 
-def raylets(cluster: FakeCluster) -> list:
-    return [proc for proc in processes_of(cluster.temp_dir) if proc.name() == "raylet"]
-
-
-def wait_for_nodes(cluster: FakeCluster, count: int, timeout: float = 120) -> None:
-    """Until the head and the fake GPU workers (`count` nodes in all) are up."""
-    deadline = time.monotonic() + timeout
-    while len(raylets(cluster)) < count:
-        assert time.monotonic() < deadline, f"fewer than {count} nodes after {timeout} s"
-        time.sleep(0.5)
-
-
 def kill_node(raylet) -> int:
     """SIGKILL a fake node: its raylet and everything under it (its workers, the trial among them, its agents)."""
     procs = [raylet, *raylet.children(recursive=True)]
     stop_processes(procs, hard=True)
     return len(procs)
+
+
+def uninterrupted(space_file: Path, folder: Path) -> list[tuple[dict, list[tuple[int, float]]]]:
+    """What the same search gives when nothing interrupts it, without Ray: the configurations its seeded sampler
+    proposes, in order (the search stage's own searcher, raycse.driver.searcher, on an in-memory study), and each
+    one's dev curve, trained in one go by the trial's own code (raycse.driver.trial's TrainConfig, the trainer)."""
+    import optuna
+
+    from raycse.driver import strategy
+    from raycse.driver.searcher import TaggedOptunaSearch
+    from raycse.driver.trial import trial_config
+    from raycse.evaluation.sts import DevObjective
+    from raycse.records import FINAL, OBJECTIVE
+    from raycse.settings.space import TrialSpec, load_space
+    from raycse.training.trainer import train
+
+    plan = load_space(space_file)
+    searcher = TaggedOptunaSearch(space=plan.define_by_run, metric=OBJECTIVE, mode=DevObjective.mode,
+                                  points_to_evaluate=plan.points_to_evaluate() or None, sampler=strategy.sampler(plan),
+                                  study_name=plan.experiment, storage=optuna.storages.InMemoryStorage())
+    trials = []
+    for number in range(plan.num_samples):
+        spec = TrialSpec.of(searcher.suggest(f"trial-{number}"), plan.base.seed)
+        results = train(trial_config(plan, spec, str(folder / f"trial-{number}")))
+        searcher.on_trial_complete(f"trial-{number}", {OBJECTIVE: results["best_objective"], FINAL: True})
+        trials.append((spec.sampled, [(point["step"], point["objective"]) for point in results["dev_curve"]]))
+    return trials
 
 
 @pytest.mark.timeout(900)
@@ -115,7 +133,9 @@ def test_a_search_submitted_as_a_job_survives_a_lost_node_and_a_lost_head(tmp_pa
 
     config = yaml.safe_load((ROOT / "cluster" / "fake-gpu.yaml").read_text())
     workers = config["available_node_types"]["ray.worker.gpu"]
-    workers["min_workers"] = workers["max_workers"]  # both GPU workers up before the search starts: see below
+    # Both GPU workers start with the cluster, so that the trial of a lost node has another to move to at once (the
+    # autoscaler replaces a lost node only once it has been silent for AUTOSCALER_HEARTBEAT_TIMEOUT_S, 30 s).
+    workers["min_workers"] = workers["max_workers"]
     workdir = tmp_path / "checkout"  # what `--working-dir .` uploads: the space file and its development set
     workdir.mkdir()
     (workdir / "cluster-path.yaml").write_text(SPACE.format(
@@ -124,10 +144,12 @@ def test_a_search_submitted_as_a_job_survives_a_lost_node_and_a_lost_head(tmp_pa
     args = ["search", "--space", "cluster-path.yaml", "--state", str(tmp_path / "state"),
             "--tracking-uri", mlflow_server.uri, "--optuna-storage", postgres.url("optuna"), "--no-confirm"]
     started = time.monotonic()
+    # the uninterrupted search's answer, worked out meanwhile in this process (it needs no cluster)
+    expected = concurrent.futures.ThreadPoolExecutor(1).submit(uninterrupted, workdir / "cluster-path.yaml",
+                                                                 tmp_path / "uninterrupted")
 
     # 1. the search, submitted; a GPU worker node killed mid-trial, once the trial has handed Tune a checkpoint
     with fake_gpu_cluster(config, FAST_FAILURE_DETECTION, tmp_path / "logs-first") as cluster:
-        wait_for_nodes(cluster, 1 + workers["max_workers"])
         submitter = submit(cluster, workdir, args, tmp_path / "first-submit.log", "first")
         log = driver_log(cluster, "first")
         text = wait_for(log, lambda t: any(step >= 2 * EVAL_STEPS for _, step in steps_of(t)),
@@ -151,35 +173,57 @@ def test_a_search_submitted_as_a_job_survives_a_lost_node_and_a_lost_head(tmp_pa
         # 2. the whole cluster, head and job included, killed in the middle of the search stage
         assert not finished_lines(text), "the trial ended before the cluster could be killed"
         stop_processes_of(cluster.temp_dir, hard=True)
-        head_killed = log.read_text()
+        before_head_kill = steps_of(log.read_text())
         submitter.wait(timeout=60)
     killed_head_at = time.monotonic() - started
 
     # 3. a new cluster, the same command with --resume
     with fake_gpu_cluster(config, FAST_FAILURE_DETECTION, tmp_path / "logs-second") as cluster:
-        wait_for_nodes(cluster, 1 + workers["max_workers"])
         submitter = submit(cluster, workdir, [*args, "--resume"], tmp_path / "second-submit.log", "second")
         code = submitter.wait(timeout=600)
         resumed = driver_log(cluster, "second").read_text()
         assert code == 0, resumed[-4000:]
-    elapsed = time.monotonic() - started
-    print(head_killed[-3000:], resumed[-4000:])
-    print(f"node kill: trial {victim} at step {reached}, then {after_kill}; raylet {killed_node} -> {moved_to}; "
-          f"head killed at {killed_head_at:.0f} s; done in {elapsed:.0f} s")
+    searched = time.monotonic() - started
+    answer = expected.result(timeout=300)
+    print(resumed[-2500:])
+    head_reached = max(step for tid, step in before_head_kill if tid == victim)
+    after_head_kill = [step for tid, step in steps_of(resumed) if tid == victim]
+    print(f"node kill: trial {victim} at step {reached}, on from step {after_kill[0]} (raylet {killed_node} -> "
+          f"{moved_to}); head kill at {killed_head_at:.0f} s: trial {victim} at step {head_reached}, on from step "
+          f"{after_head_kill[0]}; search done at {searched:.0f} s, uninterrupted answer at "
+          f"{time.monotonic() - started:.0f} s")
 
-    # the node kill: the trial went on from its last checkpoint, not from step 0, and skipped no evaluation
+    # the lost node: the trial went on on another node from its last checkpoint, neither from step 0 nor skipping an
+    # evaluation; the lost head: the same, after --resume
     assert moved_to is not None and moved_to != killed_node
     assert EVAL_STEPS < after_kill[0] <= reached + EVAL_STEPS, (reached, after_kill)
     assert "Resuming search" in resumed
+    assert EVAL_STEPS < after_head_kill[0] <= head_reached + EVAL_STEPS, (head_reached, after_head_kill)
 
+    # every trial once in MLflow (one run each, each evaluation once) and once in the study, all finished
     client = MlflowClient(tracking_uri=mlflow_server.uri)
     parent, children = runs_of(client, EXPERIMENT)
-    trial_ids = [r.data.tags["raycse.trial_id"] for r in children]
     assert parent.info.status == "FINISHED"
+    trial_ids = [r.data.tags[TRIAL_TAG] for r in children]
     assert len(trial_ids) == TRIALS == len(set(trial_ids)), trial_ids
-    assert all(r.info.status == "FINISHED" and r.data.tags["raycse.status"] == "finished" for r in children)
-    for run in children:
-        history = [m.step for m in client.get_metric_history(run.info.run_id, "objective")]
-        print(run.data.tags["raycse.trial_id"], history)
+    assert all(r.info.status == "FINISHED" and r.data.tags[STATUS_TAG] == FINISHED and
+               r.data.tags[STAGE_TAG] == SEARCH for r in children)
+    curves = {r.data.tags[TRIAL_TAG]: [(m.step, m.value) for m in sorted(
+        client.get_metric_history(r.info.run_id, "objective"), key=lambda m: m.step)] for r in children}
     study = optuna.load_study(study_name=EXPERIMENT, storage=postgres.url("optuna"))
-    assert sorted(t.user_attrs["ray_trial_id"] for t in study.trials if t.state.name == "COMPLETE") == sorted(trial_ids)
+    assert len(study.trials) == TRIALS and all(t.state.name == "COMPLETE" for t in study.trials)
+    assert sorted(t.user_attrs[RAY_TRIAL_ID] for t in study.trials) == sorted(trial_ids)
+
+    # the answer equals the uninterrupted search's: the same configurations in the same order, and each trial's
+    # whole dev curve (so its best objective, and the winner) the same, for the trials the kills interrupted too
+    by_number = sorted(study.trials, key=lambda t: t.number)
+    assert [t.params for t in by_number] == [params for params, _ in answer]
+    for trial, (_, curve) in zip(by_number, answer):
+        assert [step for step, _ in curves[trial.user_attrs[RAY_TRIAL_ID]]] == list(range(EVAL_STEPS, STEPS + 1,
+                                                                                            EVAL_STEPS))
+        assert curves[trial.user_attrs[RAY_TRIAL_ID]] == pytest.approx(curve, abs=1e-9), trial.number
+    winner = max(answer, key=lambda trial: max(value for _, value in trial[1]))[0]
+    assert study.best_trial.params == winner
+    print(f"{TRIALS} trials, 1 node and 1 head killed; MLflow: {len(children)} trial runs; study: "
+          f"{len(study.trials)} trials; winner {study.best_trial.params} at {study.best_value:.4f}, uninterrupted: "
+          f"{winner}; curves equal")
