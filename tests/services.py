@@ -47,17 +47,26 @@ def processes_of(temp_dir: str) -> list:
 
 
 def stop_processes(procs: list, hard: bool = False) -> None:
-    """SIGTERM (or, `hard`, SIGKILL at once: a machine lost) the processes, SIGKILL any left after 10 s."""
+    """SIGTERM (or, `hard`, SIGKILL at once: a machine lost) the processes, SIGKILL any left after 10 s. A process
+    counts as gone once it is a zombie: whoever reaps it (its parent, or init once its parent is gone) is not ours."""
     import psutil
+
+    def gone(proc) -> bool:
+        try:
+            return proc.status() == psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            return True
 
     for proc in procs:
         with contextlib.suppress(psutil.Error):
             proc.kill() if hard else proc.terminate()
-    _, alive = psutil.wait_procs(procs, timeout=10)
-    for proc in alive:
-        with contextlib.suppress(psutil.Error):
-            proc.kill()
-    psutil.wait_procs(alive, timeout=5)
+    deadline = time.monotonic() + 10
+    while not all(map(gone, procs)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for proc in procs:
+        if not gone(proc):
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
 
 
 def stop_processes_of(temp_dir: str, hard: bool = False) -> None:
