@@ -4,6 +4,19 @@ A head whose autoscaler starts fake GPU workers, an MLflow tracking server on Po
 same PostgreSQL; the search submitted with `ray job submit`; a GPU worker node killed in the middle of a trial; then
 the whole cluster, head included, killed in the middle of the search stage, started again, and the same command
 submitted with `--resume`.
+
+What an uninterrupted search would answer is worked out beside it, in this process and without Ray: the
+configurations the search stage's seeded searcher proposes, and each one trained in one go by the trial's own code.
+Running that search on a second fake cluster would prove no more (the trainer is the same; Ray only places it) and
+would cost about two more minutes; the test's budget is four. The interrupted search must give the same
+configurations in the same order and, for every trial, the same dev curve at every evaluation (to 1e-9): a trial
+that goes on from a checkpoint gets back its model, optimiser, LR schedule, RNG states (so the same dropout masks)
+and data position. Each kill waits until Tune's snapshot holds the trial's latest checkpoint, so the trial goes on
+from exactly the evaluation after it; a kill in the moment before that (docs/reliability.md) would make the trial
+train a few steps twice and log those evaluations twice, and is left out on purpose.
+
+PostgreSQL and Ray's job server (`ray[default]`, in the test extra) are needed; without them the test is skipped,
+unless CI is set.
 """
 from __future__ import annotations
 
@@ -18,6 +31,7 @@ import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 from services import FakeCluster, fake_gpu_cluster, processes_of, stop_processes
+from skips import require_module
 from test_search import finished_lines, runs_of, small_dev_file
 
 from raycse.records import FINISHED, RAY_TRIAL_ID, SEARCH, STAGE_TAG, STATUS_TAG, TRIAL_TAG
@@ -153,6 +167,8 @@ def test_a_search_submitted_as_a_job_survives_a_lost_node_and_a_lost_head(tmp_pa
                                                                           mlflow_server):
     import optuna
 
+    require_module("ray.dashboard.optional_deps", "pip install 'ray[default]' (the test extra): `ray job submit` "
+                   "needs Ray's dashboard and its job server")
     config = yaml.safe_load((ROOT / "cluster" / "fake-gpu.yaml").read_text())
     workers = config["available_node_types"]["ray.worker.gpu"]
     # Both GPU workers start with the cluster, so that the trial of a lost node has another to move to at once (the
