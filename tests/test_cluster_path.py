@@ -40,7 +40,10 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENT = "cluster-path"
-STEPS, EVAL_STEPS, TRIALS = 192, 8, 2
+# One trial at a time: it hands Tune a checkpoint at every evaluation (pacing: slots - 1 = 0 s), it is the only one
+# running when a kill comes, and the searcher proposes the second trial only once the first has ended. 128 steps: a
+# trial still runs when the second kill comes, which follows the node's by a new worker's start-up.
+STEPS, EVAL_STEPS, TRIALS = 128, 8, 2
 SPACE = """\
 experiment: {experiment}
 model: {model}
@@ -66,9 +69,9 @@ def steps_of(text: str) -> list[tuple[str, int]]:
 def submit(cluster: FakeCluster, workdir: Path, args: list[str], log: Path, submission_id: str) -> subprocess.Popen:
     """`ray job submit` as docs/scaling.md gives it, the search's output streamed; but the working directory is named as
     a directory every node already has (`local://`) rather than uploaded. The fake nodes share one session directory on
-    one disk, and Ray unpacks an uploaded working directory once per node into the same folder there: each node that
-    starts replaces the folder under the processes already running in it (a driver that cannot find its space file,
-    a trial whose torch cannot load: both seen). Nodes of a real cluster have disks of their own."""
+    one disk, and Ray sets up an uploaded working directory once per node, into the same folder there; here that folder
+    went from under the processes already running in it (seen: a driver that could not find its space file, a trial
+    whose torch could not load, which cost it its one retry). Nodes of a real cluster have disks of their own."""
     return subprocess.Popen(["ray", "job", "submit", "--address", cluster.dashboard, "--working-dir", f"local://{workdir}",
                              "--submission-id", submission_id, "--", "raycse", *args],
                             stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
