@@ -1,4 +1,5 @@
-"""Shared fixtures: small real things (a tiny randomly initialised BERT, a few sentences), never mocks."""
+"""Shared fixtures: small real things (a tiny randomly initialised BERT, a few sentences) and real services (PostgreSQL,
+an MLflow server on it: tests/services.py), never mocks."""
 from __future__ import annotations
 
 import os
