@@ -1,4 +1,5 @@
-"""Shared fixtures: small real things (a tiny randomly initialised BERT, a few sentences), never mocks."""
+"""Shared fixtures: small real things (a tiny randomly initialised BERT, a few sentences) and real services (PostgreSQL,
+an MLflow server on it: tests/services.py), never mocks."""
 from __future__ import annotations
 
 import os
@@ -8,6 +9,8 @@ from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
+from services import MlflowServer, Postgres, postgres_bin
+from skips import require_module, unavailable
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -93,3 +96,30 @@ def sentences() -> list[str]:
         "a girl is painting a picture .",
         "the train arrived late at the station .",
     ]
+
+
+@pytest.fixture(scope="module")
+def postgres():
+    """A PostgreSQL server with databases `mlflow` and `optuna` (tests/services.py), for one test module."""
+    bin_dir = postgres_bin()
+    if bin_dir is None:
+        unavailable("no PostgreSQL (Debian: apt-get install postgresql; .ci/run installs it)")
+    require_module("psycopg2", "pip install psycopg2-binary (the test extra, which .ci/run installs)")
+    server = Postgres(bin_dir)
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def mlflow_server(postgres, tmp_path_factory):
+    """An `mlflow server` on that PostgreSQL, its artifacts proxied into a temporary directory."""
+    root = tmp_path_factory.mktemp("mlflow-server")
+    server = MlflowServer(postgres.url("mlflow"), root / "artifacts", root / "server.log")
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -8,16 +8,11 @@
 """
 from __future__ import annotations
 
-import contextlib
 import copy
 import json
-import os
 import re
 import shlex
-import shutil
-import socket
 import subprocess
-import tempfile
 import time
 import tomllib
 from pathlib import Path
@@ -34,6 +29,7 @@ from packaging.version import Version
 # and one of the reasons pyproject.toml pins ray to 2.60.x: moving to another Ray minor version means
 # re-checking this import along with the cluster files.
 from ray.autoscaler._private.util import prepare_config, validate_config
+from services import fake_gpu_cluster, trial_actors
 
 ROOT = Path(__file__).resolve().parents[1]
 CLUSTER = ROOT / "cluster"
@@ -221,98 +217,6 @@ def test_fake_cluster_config_passes_rays_schema():
     assert all(w["resources"].get("GPU", 0) >= 1 and w["min_workers"] == 0 for w in workers.values())
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("", 0))
-        return s.getsockname()[1]
-
-
-def _stop_processes_of(temp_dir: str) -> None:
-    """Stop this cluster's Ray processes, and only those.
-
-    `ray stop --force` (what ray.cluster_utils.AutoscalingCluster uses) kills every Ray process on
-    the machine, including other tests' or users' clusters. Every process of this cluster carries its
-    private temp dir on its command line (GCS, raylets -- also the fake workers' --, monitor,
-    dashboard, log monitors); the rest (agents, workers) are their descendants.
-    """
-    import psutil  # vendored by Ray (ray/thirdparty_files), on sys.path once ray is imported
-
-    procs: dict[int, psutil.Process] = {}
-    for proc in psutil.process_iter(["cmdline"]):
-        try:
-            if proc.pid != os.getpid() and temp_dir in " ".join(proc.info["cmdline"] or []):
-                procs[proc.pid] = proc
-                procs.update({child.pid: child for child in proc.children(recursive=True)})
-        except psutil.Error:
-            continue
-    for proc in procs.values():
-        with contextlib.suppress(psutil.Error):
-            proc.terminate()
-    _, alive = psutil.wait_procs(list(procs.values()), timeout=10)
-    for proc in alive:
-        with contextlib.suppress(psutil.Error):
-            proc.kill()
-    psutil.wait_procs(alive, timeout=5)
-
-
-@contextlib.contextmanager
-def fake_gpu_cluster(config: dict):
-    """Start a Ray head whose autoscaler uses the fake multi-node provider with `config`.
-
-    The same mechanism as ray.cluster_utils.AutoscalingCluster (`RAY_FAKE_CLUSTER=1 ray start --head
-    --autoscaling-config=...`), which cannot be used as is: it builds its config from the example.yaml
-    missing from the 2.60 wheel, and it runs `ray stop --force`. Here the shipped node types are used
-    unchanged; the head gets a free port and a private temp dir, and only its processes are stopped.
-    Yields the GCS address (`ip:port`).
-    """
-    if ray.is_initialized():  # e.g. a local runtime left by an earlier test in the same process
-        ray.shutdown()
-    config = copy.deepcopy(config)
-    port = _free_port()
-    address = f"{ray.util.get_node_ip_address()}:{port}"
-    # Tell the fake provider where the GCS is (it assumes port 6379 otherwise).
-    config["provider"]["gcs_address"] = address
-    head = dict(config["available_node_types"][config["head_node_type"]]["resources"])
-    # A short path: Ray's Unix sockets live under it (limit ~107 characters).
-    temp_dir = tempfile.mkdtemp(prefix="rcf-", dir="/tmp")
-    config_path = Path(temp_dir) / "autoscaling.json"
-    config_path.write_text(json.dumps(config))
-    cmd = [
-        "ray", "start", "--head",
-        f"--port={port}",
-        f"--temp-dir={temp_dir}",
-        f"--autoscaling-config={config_path}",
-        f"--num-cpus={head.pop('CPU', 0)}",
-        f"--num-gpus={head.pop('GPU', 0)}",
-        "--object-store-memory=100000000",
-        "--dashboard-host=127.0.0.1",
-        f"--dashboard-port={_free_port()}",
-        f"--dashboard-agent-listen-port={_free_port()}",
-        f"--metrics-export-port={_free_port()}",
-        "--disable-usage-stats",
-    ]
-    # Token authentication must be the same on both sides. Ray 2.60's `ray start` turns it on
-    # whenever ~/.ray/auth_token exists (any earlier local `ray.init()` creates that file), while a
-    # driver given an explicit address uses it only if RAY_AUTH_MODE=token is in its environment,
-    # which a local `ray.init()` earlier in this process sets. So the cluster follows this process.
-    env = dict(os.environ, RAY_FAKE_CLUSTER="1", AUTOSCALER_UPDATE_INTERVAL_S="1",
-               RAY_ENABLE_UV_RUN_RUNTIME_ENV="0", RAY_USAGE_STATS_ENABLED="0",
-               RAY_AUTH_MODE=os.environ.get("RAY_AUTH_MODE") or "disabled")
-    env.pop("RAY_ADDRESS", None)
-    try:
-        started = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
-        if started.returncode != 0:
-            raise RuntimeError(f"`{shlex.join(cmd)}` failed:\n{started.stdout[-3000:]}\n{started.stderr[-3000:]}")
-        yield address
-    finally:
-        try:
-            if ray.is_initialized():
-                ray.shutdown()
-        finally:
-            _stop_processes_of(temp_dir)
-            shutil.rmtree(temp_dir, ignore_errors=True)
-
-
 FAKE_CLUSTER_SPACE = """\
 experiment: fake-cluster
 model: {model}
@@ -348,19 +252,6 @@ def run_search(storage_path: Path, model_dir: Path) -> list[str]:
     return [node for node, _ in ran]
 
 
-def trial_actors() -> list[tuple[str, int]]:
-    """(node id, pid) of the Tune trials (function trainables) of this cluster, from the GCS actor table.
-
-    Needs nothing from the trials themselves. `ray._private.state` is private (see the import note at
-    the top); Ray's public state API (`ray.util.state`) would need the dashboard of `ray[default]`,
-    which raycse does not install.
-    """
-    from ray._private.state import state
-
-    return [(actor["Address"]["NodeID"], actor["Pid"]) for actor in state.actor_table(None).values()
-            if actor["ActorClassName"] == "ImplicitFunc"]
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_fake_gpu_cluster_places_trials_on_gpu_workers(tmp_path, monkeypatch, tiny_bert_dir):
@@ -370,7 +261,8 @@ def test_fake_gpu_cluster_places_trials_on_gpu_workers(tmp_path, monkeypatch, ti
     assert gpu_types and config["available_node_types"][config["head_node_type"]]["resources"].get("GPU", 0) == 0
 
     monkeypatch.chdir(tmp_path)  # the search writes its report page into the working directory
-    with fake_gpu_cluster(config) as address:
+    with fake_gpu_cluster(config) as cluster:
+        address = cluster.address
         monkeypatch.setenv("RAY_ADDRESS", address)
         ray.init(address=address, logging_level="ERROR", log_to_driver=False)
         head_id = ray.get_runtime_context().get_node_id()

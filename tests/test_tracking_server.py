@@ -12,183 +12,18 @@ package creates. Without PostgreSQL the tests are skipped, unless CI is set (.ci
 """
 from __future__ import annotations
 
-import contextlib
-import glob
 import os
-import shutil
-import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
-from skips import require_module, unavailable
+from services import MlflowServer, Postgres
 from test_search import finished_lines, kill_when, runs_of, small_dev_file, start_cli, write_space
 
 pytestmark = pytest.mark.slow
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def postgres_bin() -> Path | None:
-    """The directory of Debian's PostgreSQL server binaries (the newest version), or of `initdb` on PATH."""
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda p: int(Path(p).parts[-3]))
-    if found:
-        return Path(found[-1]).parent
-    initdb = shutil.which("initdb")
-    return Path(initdb).parent if initdb else None
-
-
-def as_server_user() -> dict:
-    """subprocess arguments that run PostgreSQL as `postgres` when this process is root (initdb refuses root)."""
-    if os.geteuid() != 0:
-        return {}
-    return {"user": "postgres", "group": "postgres"}
-
-
-class Postgres:
-    """A PostgreSQL server in a temporary directory on a free port: trust authentication, user `postgres`, local
-    connections only, no fsync (a test's data need not survive a power cut)."""
-
-    def __init__(self, bin_dir: Path):
-        self.bin_dir = bin_dir
-        self.root = Path(tempfile.mkdtemp(prefix="raycse-pg-", dir="/tmp"))  # a path the postgres user can reach
-        self.data = self.root / "data"
-        self.port = free_port()
-        self.process: subprocess.Popen | None = None
-        if os.geteuid() == 0:
-            shutil.chown(self.root, "postgres", "postgres")
-        os.chmod(self.root, 0o700)
-
-    def start(self) -> None:
-        log = self.root / "initdb.log"
-        with log.open("w") as out:
-            code = subprocess.call([self.bin_dir / "initdb", "-D", self.data, "-U", "postgres", "--auth=trust",
-                                    "-E", "UTF8", "--no-sync"], stdout=out, stderr=subprocess.STDOUT, cwd=self.root,
-                                   **as_server_user())
-        assert code == 0, log.read_text()
-        self.process = subprocess.Popen(
-            [self.bin_dir / "postgres", "-D", self.data, "-p", str(self.port), "-k", self.root,
-             "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off",
-             "-c", "full_page_writes=off", "-c", "max_connections=200"],
-            stdout=(self.root / "postgres.log").open("w"), stderr=subprocess.STDOUT, cwd=self.root,
-            start_new_session=True, **as_server_user())
-        self.wait_until_ready()
-        for database in ("mlflow", "optuna"):
-            self.sql(f"CREATE DATABASE {database}")
-
-    def wait_until_ready(self, timeout: float = 120) -> None:
-        import psycopg2
-
-        deadline = time.monotonic() + timeout
-        while True:
-            assert self.process.poll() is None, (self.root / "postgres.log").read_text()
-            try:
-                psycopg2.connect(host="127.0.0.1", port=self.port, user="postgres", dbname="postgres").close()
-                return
-            except psycopg2.OperationalError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.5)
-
-    def sql(self, statement: str) -> None:
-        import psycopg2
-
-        connection = psycopg2.connect(host="127.0.0.1", port=self.port, user="postgres", dbname="postgres")
-        connection.autocommit = True  # CREATE DATABASE runs outside a transaction
-        try:
-            with connection.cursor() as cursor:
-                cursor.execute(statement)
-        finally:
-            connection.close()
-
-    def url(self, database: str) -> str:
-        # the driver named: SQLAlchemy 2.1 takes a bare postgresql:// to mean psycopg 3, older ones psycopg2
-        return f"postgresql+psycopg2://postgres@127.0.0.1:{self.port}/{database}"
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)  # PostgreSQL's fast shutdown
-            try:
-                self.process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        shutil.rmtree(self.root, ignore_errors=True)
-
-
-class MlflowServer:
-    """`mlflow server` on PostgreSQL, artifacts proxied into a directory; it can be stopped and started again on the
-    same port (a restart, as `ray up` or a supervisor does on the head)."""
-
-    def __init__(self, backend_uri: str, artifacts: Path, log: Path):
-        self.backend_uri, self.artifacts, self.log = backend_uri, artifacts, log
-        self.port = free_port()
-        self.uri = f"http://127.0.0.1:{self.port}"
-        self.process: subprocess.Popen | None = None
-
-    def start(self, timeout: float = 300) -> None:
-        env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}  # no job runner: only tracking here
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", self.backend_uri,
-             "--artifacts-destination", str(self.artifacts), "--host", "127.0.0.1", "--port", str(self.port),
-             "--workers", "1"],
-            stdout=self.log.open("a"), stderr=subprocess.STDOUT, env=env, start_new_session=True)
-        deadline = time.monotonic() + timeout
-        while True:
-            assert self.process.poll() is None, self.log.read_text()[-3000:]
-            with contextlib.suppress(OSError):
-                with urllib.request.urlopen(f"{self.uri}/health", timeout=5) as response:
-                    if response.status == 200:
-                        return
-            assert time.monotonic() < deadline, f"no MLflow server after {timeout} s:\n{self.log.read_text()[-3000:]}"
-            time.sleep(1)
-
-    def stop(self) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        os.killpg(self.process.pid, signal.SIGTERM)  # the server and the uvicorn worker it started
-        try:
-            self.process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
-        with contextlib.suppress(ProcessLookupError):  # a worker that outlived its parent
-            os.killpg(self.process.pid, signal.SIGKILL)
-
-
-@pytest.fixture(scope="module")
-def postgres():
-    bin_dir = postgres_bin()
-    if bin_dir is None:
-        unavailable("no PostgreSQL (Debian: apt-get install postgresql; .ci/run installs it)")
-    require_module("psycopg2", "pip install psycopg2-binary (the test extra, which .ci/run installs)")
-    server = Postgres(bin_dir)
-    try:
-        server.start()
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture(scope="module")
-def mlflow_server(postgres, tmp_path_factory):
-    root = tmp_path_factory.mktemp("mlflow-server")
-    server = MlflowServer(postgres.url("mlflow"), root / "artifacts", root / "server.log")
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def server_args(tmp_path: Path, space: Path, server: MlflowServer, postgres: Postgres, name: str, *extra: str):
