@@ -412,6 +412,13 @@ def test_the_pipeline_simulation_runs_through_the_decision_and_its_detectable_di
     # the exact noncentral t, not the normal approximation (14.1 sigma at n = 2)
     assert module.smallest_detectable_exact(2) == pytest.approx(16.33, abs=0.01)
     assert module.smallest_detectable_exact(18) == pytest.approx(0.99, abs=0.01)
+    # the vectorised ASHA stops the same trials at the same rungs as one np.nanpercentile per trial
+    import numpy as np
+
+    rng = np.random.default_rng(5)
+    values = module._curves(rng, rng.normal(0, 0.5, (200, 48)), 200, 48)
+    reached = module._asha(values)
+    assert (reached == module._asha_reference(values)).all() and set(np.unique(reached)) == {1, 2, 4, 8}
     null = module.simulate("focal", 150, share=0.5, divergence=0.2, seed=3)
     assert null["reps"] > 140 and null["judging_runs"]["seq"] < null["judging_runs"]["fixed"]
     assert null["false_beats_published"]["seq"]["rate"] < 0.10 and abs(null["bias"]["mean"]) < 0.3

@@ -76,8 +76,14 @@ def fails_more(a: FailureRate, b: FailureRate | None, alpha: float = ALPHA_ONE_S
     b_failed, b_ran = (0, a.ran) if b is None else (b.failed, b.ran)
     if a.ran == 0 or a.failed == 0 or b_ran == 0:
         return False
-    table = [[a.failed, a.ran - a.failed], [b_failed, b_ran - b_failed]]
-    return float(scipy_stats.fisher_exact(table, alternative="greater")[1]) < alpha
+    return _fisher_greater(a.failed, a.ran, b_failed, b_ran) < alpha
+
+
+@functools.lru_cache(maxsize=4096)
+def _fisher_greater(a_failed: int, a_ran: int, b_failed: int, b_ran: int) -> float:
+    """The one-sided (greater) Fisher exact p-value of a's failures against b's (cached: the counts are few)."""
+    table = [[a_failed, a_ran - a_failed], [b_failed, b_ran - b_failed]]
+    return float(scipy_stats.fisher_exact(table, alternative="greater")[1])
 
 
 def wilson(failed: int, ran: int, confidence: float = 0.95) -> FailureRate:
@@ -156,12 +162,14 @@ def t_boundary(looks: tuple[int, ...], n: int, alpha: float = ALPHA_ONE_SIDED, l
     carried by equal nominal p-value to t with n - 1 df, n the pairs that count (a seed one side lost may be left
     out: the look is the seeds run, not the pairs). A single look is the fixed t test."""
     k = (look_of(looks, n) if look is None else look) or 1
-    return _t_isf(float(scipy_stats.norm.sf(z_boundaries(tuple(looks), alpha)[min(k, len(looks)) - 1])), n - 1)
+    return _t_boundary(tuple(looks), n, alpha, min(k, len(looks)))
 
 
 @functools.lru_cache(maxsize=4096)
-def _t_isf(p: float, df: int) -> float:
-    return float(scipy_stats.t.isf(p, df))
+def _t_boundary(looks: tuple[int, ...], n: int, alpha: float, k: int) -> float:
+    """t_boundary's value, a pure function of the plan's looks, the pairs and the look (cached: a decision asks
+    for it on every interval, and scipy's t quantile costs more than the rest of the interval)."""
+    return float(scipy_stats.t.isf(float(scipy_stats.norm.sf(z_boundaries(looks, alpha)[k - 1])), n - 1))
 
 
 @functools.lru_cache(maxsize=8)
