@@ -244,10 +244,27 @@ def futility_bound(looks: Sequence[int], look: int) -> float:
     return FUTILITY_T[min(look, len(FUTILITY_T)) - 1]
 
 
+def futility_t(a: dict[int, float | None], b: dict[int, float | None] | float) -> float | None:
+    """The paired t statistic that futility reads: a - b over the seeds both sides ran without failing (b a dict
+    by seed, or the untouched model's fixed figure); None under two pairs or with no spread. Failed seeds are left
+    out here, unlike in the judgments. Futility is non-binding, so what it reads cannot raise alpha; reading the
+    imputed figure made a futility stop depend on the winner's failures, and the difference reported over the
+    pairs both ran leaned to the winner at such stops (+0.09 seed-stds under the null with 20% of runs diverging)."""
+    if isinstance(b, dict):
+        diffs = [a[s] - b[s] for s in sorted(set(a) & set(b)) if a[s] is not None and b[s] is not None]
+    else:
+        diffs = [v - b for v in a.values() if v is not None]
+    if len(diffs) < 2:
+        return None
+    mean = sum(diffs) / len(diffs)
+    std = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1))
+    return mean / (std / math.sqrt(len(diffs))) if std > 0 else None
+
+
 def stop_reason(published: tuple, baseline: tuple, looks: Sequence[int], look: int) -> str | None:
-    """Why the judging block stops at this look, or None to go on. Each judgment is (interval, beats, falls below);
-    it is settled when a boundary is crossed ("beats", "falls below") or, at an interim look, when it is futile: the
-    paired t statistic |mean / (sd / sqrt(n))| is below the futility bound (the difference is too small for the
+    """Why the judging block stops at this look, or None to go on. Each judgment is (interval, beats, falls below,
+    futility t); it is settled when a boundary is crossed ("beats", "falls below") or, at an interim look, when it
+    is futile: |futility t| (futility_t) is below the futility bound (the difference is too small for the
     remaining seeds to be worth running). The judgment against the published point drives the block (its runs are
     the expensive half, and the question the search asks); without one, the judgment against the untouched model
     does. The other judgment is reported at the same look: its repeated interval is valid at any look. Before the
@@ -255,14 +272,14 @@ def stop_reason(published: tuple, baseline: tuple, looks: Sequence[int], look: i
     if look == 0 or len(looks) < 2:
         return None
 
-    def settled(interval, up, down) -> str | None:
+    def settled(interval, up, down, t) -> str | None:
         if interval is None or interval.low is None:
             return "none"
         if up:
             return "beats"
         if down:
             return "falls below"
-        if interval.std and abs(interval.mean) / (interval.std / math.sqrt(interval.n)) < futility_bound(looks, look):
+        if t is not None and abs(t) < futility_bound(looks, look):
             return "futility"
         return None
 
