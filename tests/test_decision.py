@@ -413,6 +413,25 @@ def test_a_difference_too_small_to_matter_stops_for_futility_but_never_at_the_la
     assert single.stopped is None  # one look: nothing stops early
 
 
+def test_futility_reads_the_pairs_both_sides_ran_not_the_imputed_figure():
+    from raycse.driver import judgment
+
+    plan = default_plan("full", top_k=1, choose_seeds=0)  # looks 6, 9, 12, 18
+    judge = plan.seeds().judge[:6]
+    level = [78.0, 78.4, 77.9, 78.2, 78.1, 78.3]
+    w_tests = [x + d for x, d in zip(level, [0.1, -0.1, 0.05, -0.05, 0.2, -0.21])]
+    w = runs(judge[:4], [80.0] * 4, w_tests[:4]) + tuple(SeedScore(s, DIVERGED, None) for s in judge[4:])
+    p = runs(judge, [80.0] * 6, level)
+    d = decide([ConfigScores("w", 1, judge=w), ConfigScores("p", None, judge=p)], published="p",
+               baseline=Baseline(70.0, {"avg": 78.15}), plan=plan)
+    v = d.versus_published  # the judgment: the two lost seeds take the worst value, so the mean is pulled down
+    assert v.n == 6 and abs(v.mean) / (v.std / math.sqrt(v.n)) > judgment.futility_bound(plan.design_looks, 1)
+    # on the four pairs both ran the difference is small: futile, whatever the failures do to the judgment
+    assert abs(judgment.futility_t({s: x for s, x in zip(judge, w_tests[:4])}, dict(zip(judge, level)))) < 0.6
+    assert d.look == 1 and d.stopped == "futility" and not d.beats_published and not d.below_published
+    assert judgment.futility_t({1: 1.0, 2: None}, {1: 0.0, 2: 0.0}) is None  # one pair: no t, no futility
+
+
 def test_a_space_file_plans_its_looks_and_refuses_bad_ones(tmp_path):
     from raycse.driver.confirmation import confirm_plan
     from raycse.errors import ConfigError
