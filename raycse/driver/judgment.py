@@ -29,8 +29,9 @@ look spends exactly its share of alpha (nominal_p; the equal-p-value carriage of
 of 2.5%, because the looks' sd estimates differ), and a look with fewer pairs than seeds (a seed one side lost)
 keeps the look's nominal p-value at its own df. One look is the fixed design's t interval. The repeated confidence
 interval at look k is mean +- c_t,k * sd / sqrt(n_k); it is valid whichever look stopped. Futility (non-binding, so
-the boundaries ignore it and alpha is never exceeded): at an interim look, stop when |t| < FUTILITY_T[look]: the
-difference seen is too small for the remaining seeds to make it detectable.
+the boundaries ignore it and alpha is never exceeded): at an interim look, stop when |t| < FUTILITY_T[look], t the
+paired t over the seeds both sides ran without failing (futility_t): the difference seen is too small for the
+remaining seeds to make it detectable.
 """
 from __future__ import annotations
 
