@@ -202,7 +202,8 @@ def nominal_p(looks: tuple[int, ...], alpha: float = ALPHA_ONE_SIDED,
             total += x
             squares += x * x
         done = n
-        t = (total / n) / np.sqrt((squares - total * total / n) / (n - 1) / n)
+        with np.errstate(divide="ignore", invalid="ignore"):  # rounding can leave a sum of squares just below 0
+            t = (total / n) / np.sqrt(np.maximum(squares - total * total / n, 0.0) / (n - 1) / n)
         candidates = t[alive]
         count = int(round(spend * paths))  # the count-th largest t of the paths not yet stopped
         c = (float(np.partition(candidates, candidates.size - count)[candidates.size - count]) if count >= 1
