@@ -26,7 +26,8 @@ Every figure is in units of the seed noise sigma of the dev objective. Per repet
 
 Measured: the bias of the reported winner - published on the test average over the pairs both ran (mean minus the
 true difference, over repetitions whose winner is not the published point; the judged interval also counts
-failures, so it is lower by design when the winner fails), false "beats published" and "beats untouched" (the flag
+failures, so it is lower by design when the winner fails), for the fixed design and at the sequential design's
+stopping look, false "beats published" and "beats untouched" (the flag
 while the truth is not better), power at `margin`, judging runs per repetition (sequential against fixed), and
 the Monte-Carlo error of each. Only the draws are vectorised; every decision is raycse.driver's.
 """
@@ -46,7 +47,7 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 from scipy import stats as scipy_stats  # noqa: E402
 
-from raycse.driver.decision import Baseline, ConfigScores, ConfirmPlan, SeedScore, decide  # noqa: E402
+from raycse.driver.decision import FULL_DEFAULTS, Baseline, ConfigScores, ConfirmPlan, SeedScore, choose_winner, decide  # noqa: E402
 from raycse.driver.ranking import TrialCurve, rank_for_confirmation  # noqa: E402
 from raycse.records import DIVERGED, FINISHED, STOPPED  # noqa: E402
 
@@ -78,7 +79,38 @@ def _curves(rng, dev_mean, n_reps, n_trials):
 
 
 def _asha(values):
-    """How many evaluations each trial reaches under ASHA (trials report in order): (reps, trials) ints."""
+    """How many evaluations each trial reaches under ASHA (trials report in order): (reps, trials) ints. The cutoff
+    is np.nanpercentile's 50th percentile (linear) of the values recorded at the rung before, computed for all
+    repetitions at once on the sorted record (NaN sorts last), with numpy's own interpolation."""
+    reps, trials, _ = values.shape
+    reached = np.full((reps, trials), EVALS)
+    rows = np.arange(reps)
+    q = 1 - 1 / RF
+    for rung in RUNGS:
+        recorded = np.full((reps, trials), np.nan)
+        for t in range(trials):
+            alive = reached[:, t] >= rung
+            v = values[:, t, rung - 1]
+            if t:
+                ordered = np.sort(recorded[:, :t], axis=1)
+                k = t - np.isnan(ordered).sum(axis=1)
+                index = (k - 1) * q
+                low = np.floor(index).astype(int)
+                frac = index - low
+                a = ordered[rows, np.clip(low, 0, t - 1)]
+                b = ordered[rows, np.clip(low + 1, 0, t - 1)]
+                diff = b - a
+                cutoff = np.where(frac >= 0.5, b - diff * (1 - frac), a + diff * frac)
+                cutoff = np.where(frac == 0, a, cutoff)
+                cutoff[k == 0] = np.nan
+                stop = alive & ~np.isnan(cutoff) & (v < cutoff)
+                reached[stop, t] = rung
+            recorded[alive, t] = v[alive]
+    return reached
+
+
+def _asha_reference(values):
+    """_asha as first written, one np.nanpercentile per trial (kept to check the vectorised one)."""
     reps, trials, _ = values.shape
     reached = np.full((reps, trials), EVALS)
     for rung in RUNGS:
@@ -112,7 +144,7 @@ def simulate(space: str, reps: int, *, share: float, divergence: float, spread: 
     reached = _asha(search)
     diverged = rng.random((reps, n_trials)) < p_fail
     fixed_plan = ConfirmPlan(budget="full", top_k=3, choose_seeds=3, judge_seeds=18)
-    seq_plan = ConfirmPlan(budget="full", top_k=3, choose_seeds=3, judge_seeds=18, looks=(6, 9, 12, 18))
+    seq_plan = ConfirmPlan(budget="full", top_k=3, choose_seeds=3, judge_seeds=18, looks=FULL_DEFAULTS["looks"])
     seeds = fixed_plan.seeds()
     out = {k: [] for k in ("diff_fixed", "true_diff", "beats_p_fixed", "beats_p_seq", "beats_b_fixed", "beats_b_seq",
                            "truth_p", "truth_b", "runs_seq", "diff_seq")}
@@ -139,8 +171,6 @@ def simulate(space: str, reps: int, *, share: float, divergence: float, spread: 
 
         choose = {int(x.key): block(int(x.key), seeds.choose, False) for x in ranking}
         ranked = [ConfigScores(x.key, x.rank, choose=choose[int(x.key)]) for x in ranking]
-        from raycse.driver.decision import choose_winner
-
         winner = choose_winner(ranked, fixed_plan)
         if winner is None:
             continue
@@ -190,11 +220,16 @@ def _rate(flags) -> dict:
 def summarise(a: dict, margin: float) -> dict:
     ok = ~np.isnan(a["diff_fixed"])
     bias = a["diff_fixed"][ok] - a["true_diff"][ok]
+    ok_seq = ~np.isnan(a["diff_seq"])
+    bias_seq = a["diff_seq"][ok_seq] - a["true_diff"][ok_seq]
     fixed_runs = np.where(np.isnan(a["true_diff"]), 18, 36)
     null_p, null_b = a["truth_p"] <= 0, a["truth_b"] <= 0
     result = {"reps": len(a["truth_p"]),
               "bias": {"mean": float(bias.mean()) if ok.any() else float("nan"),
                        "mc": float(bias.std(ddof=1) / math.sqrt(ok.sum())) if ok.sum() > 1 else float("nan")},
+              "bias_seq": {"mean": float(bias_seq.mean()) if ok_seq.any() else float("nan"),
+                           "mc": float(bias_seq.std(ddof=1) / math.sqrt(ok_seq.sum())) if ok_seq.sum() > 1
+                           else float("nan")},
               "false_beats_published": {d: _rate(a[f"beats_p_{d}"][null_p].astype(bool)) for d in ("fixed", "seq")},
               "false_beats_untouched": {d: _rate(a[f"beats_b_{d}"][null_b].astype(bool)) for d in ("fixed", "seq")},
               "judging_runs": {"fixed": float(fixed_runs.mean()), "seq": float(a["runs_seq"].mean()),
@@ -203,6 +238,46 @@ def summarise(a: dict, margin: float) -> dict:
     if margin:
         result["power"] = {d: _rate(a[f"beats_p_{d}"].astype(bool)) for d in ("fixed", "seq")}
     return result
+
+
+def worst_cases(rows: list[dict]) -> list[str]:
+    """The worst scenario for each of the issue's targets, in words."""
+    def pct(x):
+        return f"{100 * x['rate']:.2f} ± {100 * x['mc']:.2f}%"
+
+    def name(r):
+        return (f"{r['space']}, share {r['share']}, divergence {r['divergence']:.0%}"
+                + (f", {r['margin']:g} sigma better" if r["margin"] else "")
+                + (", spread 0.5" if r.get("spread") else ""))
+    lines = []
+    b = max(rows, key=lambda r: abs(r["bias"]["mean"]))
+    lines.append(f"|bias| <= 0.05 sigma (fixed): worst {b['bias']['mean']:+.3f} ± {b['bias']['mc']:.3f} ({name(b)})")
+    b = max(rows, key=lambda r: abs(r["bias_seq"]["mean"]))
+    lines.append(f"|bias| of the estimate at the stopping look (seq): worst {b['bias_seq']['mean']:+.3f} ± "
+                 f"{b['bias_seq']['mc']:.3f} ({name(b)})")
+    for key, words in (("false_beats_published", "false beats published"), ("false_beats_untouched",
+                                                                            "false beats untouched")):
+        for design in ("fixed", "seq"):
+            r = max(rows, key=lambda r: r[key][design]["rate"])
+            held = sum(r[key][design]["rate"] <= 0.025 + 2 * r[key][design]["mc"] for r in rows)
+            lines.append(f"{words} ({design}) <= 2.5% + 2 MC errors: highest {pct(r[key][design])} ({name(r)}); "
+                         f"holds in {held} of {len(rows)} scenarios")
+    groups = {"null": lambda r: not r["margin"] and not r.get("spread"), "2 sigma": lambda r: r["margin"] == 2.0,
+              "20% divergence": lambda r: r["divergence"] == 0.20}
+    for label, chosen in groups.items():
+        picked = [r for r in rows if chosen(r)]
+        if picked:
+            r = min(picked, key=lambda r: r["judging_runs"]["saved"])
+            jr = r["judging_runs"]
+            lines.append(f"judging runs saved >= 35% ({label}): worst {100 * jr['saved']:.1f}% "
+                         f"({jr['fixed']:.2f} -> {jr['seq']:.2f} ± {jr['seq_mc']:.2f} runs; {name(r)}): "
+                         f"{'holds' if jr['saved'] >= 0.35 else 'FAILS'}")
+    for r in rows:
+        if r["margin"] == 1.0:
+            gap = r["power"]["seq"]["rate"] - r["power"]["fixed"]["rate"]
+            lines.append(f"power at 1 sigma, seq - fixed >= -5 points: {100 * gap:+.2f} points ({name(r)}): "
+                         f"{'holds' if gap >= -0.05 else 'FAILS'}")
+    return lines
 
 
 def scenarios(which: str):
@@ -224,12 +299,12 @@ def main(argv=None) -> int:
     parser.add_argument("--scenarios", choices=("all", "quick"), default="all")
     parser.add_argument("--output")
     args = parser.parse_args(argv)
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     rows = []
     print(f"smallest detectable difference, exact noncentral t, 80% power: n = 2: "
           f"{smallest_detectable_exact(2):.1f} sigma, n = 18: {smallest_detectable_exact(18):.2f} sigma")
-    print("space share div  margin | bias ± mc | false beats pub fixed/seq | false beats untouched fixed/seq | "
-          "runs fixed -> seq (saved) | power fixed/seq")
+    print("space share div  margin | bias ± mc fixed; seq | false beats pub fixed/seq | "
+          "false beats untouched fixed/seq | runs fixed -> seq (saved) | power fixed/seq")
     for i, sc in enumerate(scenarios(args.scenarios)):
         res = simulate(sc["space"], args.reps, share=sc["share"], divergence=sc["divergence"],
                        spread=sc.get("spread", 0.0), margin=sc["margin"], seed=i)
@@ -241,15 +316,18 @@ def main(argv=None) -> int:
         power = (f"{pct(res['power']['fixed'])}/{pct(res['power']['seq'])}" if "power" in res else "-")
         print(f"{sc['space']:5} {sc['share']:4.1f} {sc['divergence']:4.2f} {sc['margin']:4.1f}"
               f"{' spread ' + str(sc['spread']) if sc.get('spread') else ''} | "
-              f"{res['bias']['mean']:+.3f}±{res['bias']['mc']:.3f} | {pct(fp['fixed'])}/{pct(fp['seq'])} | "
+              f"{res['bias']['mean']:+.3f}±{res['bias']['mc']:.3f}; {res['bias_seq']['mean']:+.3f}"
+              f"±{res['bias_seq']['mc']:.3f} | {pct(fp['fixed'])}/{pct(fp['seq'])} | "
               f"{pct(fb['fixed'])}/{pct(fb['seq'])} | {jr['fixed']:.1f} -> {jr['seq']:.1f} "
               f"({100 * jr['saved']:.0f}%) | "
               f"{power}", flush=True)
-    wall = time.perf_counter() - started
-    print(f"wall time {wall:.0f} s ({args.reps} repetitions per scenario)")
+    for line in worst_cases(rows):
+        print(line)
+    wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+    print(f"wall time {wall:.0f} s, CPU time {cpu:.0f} s ({args.reps} repetitions per scenario)")
     if args.output:
         with open(args.output, "w") as f:
-            json.dump({"reps": args.reps, "wall_s": wall, "rows": rows}, f, indent=1)
+            json.dump({"reps": args.reps, "wall_s": wall, "cpu_s": cpu, "rows": rows}, f, indent=1)
     return 0
 
 

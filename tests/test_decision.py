@@ -342,20 +342,44 @@ def test_a_configuration_missing_choosing_seeds_does_not_win_on_fewer_values():
 
 
 # ------------------------------------------------------------------------------------------ sequential looks
-def test_obrien_fleming_boundaries_match_the_published_values_and_spend_alpha():
+def test_the_z_boundaries_match_the_published_values_and_the_t_boundaries_spend_exactly_alpha():
+    import numpy as np
     from scipy import stats as st
 
     from raycse.driver import judgment
 
-    z = judgment.z_boundaries((6, 12, 18))
+    z = judgment.z_boundaries((6, 12, 18), gamma=None)
     # Lan-DeMets O'Brien-Fleming type, one-sided 0.025, three equally spaced looks (gsDesign: 3.7103, 2.5114, 1.9930)
     assert z == pytest.approx((3.7103, 2.5114, 1.9930), abs=2e-4)
     cov = [[math.sqrt(min(i, j) / max(i, j)) for j in (6, 12, 18)] for i in (6, 12, 18)]
     never = st.multivariate_normal(mean=[0, 0, 0], cov=cov).cdf(list(z))
     assert 1 - never == pytest.approx(0.025, abs=2e-4)  # the whole alpha, spent over the looks
+    # Hwang-Shih-DeCani gamma -2, the default: alpha (1 - e^(2t)) / (1 - e^2) spent by information fraction t
+    assert judgment.spent(1 / 3) == pytest.approx(0.025 * (1 - math.exp(2 / 3)) / (1 - math.exp(2)))
+    assert judgment.spent(1.0) == pytest.approx(0.025) and judgment.spent(0.0) == 0.0
     # a single look is the fixed two-sided 95% t test
     assert judgment.t_boundary((18,), 18) == pytest.approx(T975[17], abs=1e-5)
-    assert judgment.t_boundary((6, 12, 18), 6) > 9.0  # look 1: only an overwhelming difference stops
+    looks = (6, 9, 12, 18)
+    bounds = [judgment.t_boundary(looks, n) for n in looks]
+    assert bounds == pytest.approx((4.37, 3.52, 3.00, 2.28), abs=0.02)
+    # independent null paths (another seed): the repeated t test spends 2.5% one-sided in all, each look its share;
+    # the equal-p-value carriage of the z boundaries (the t-analogue) overspends
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((400_000, 18))
+    t = np.stack([x[:, :n].mean(1) / (x[:, :n].std(1, ddof=1) / math.sqrt(n)) for n in looks], axis=1)
+
+    def spent_by(b):
+        crossed = t >= np.asarray(b)
+        first = np.where(crossed.any(1), crossed.argmax(1), -1)
+        return np.array([(first == k).mean() for k in range(len(looks))])
+
+    by_look = spent_by(bounds)
+    se = math.sqrt(0.025 * 0.975 / len(x))
+    assert abs(by_look.sum() - 0.025) < 3 * se
+    assert by_look == pytest.approx([judgment.spent(n / 18) - judgment.spent(m / 18)
+                                     for n, m in zip(looks, (0, *looks[:-1]))], abs=5e-4)
+    analogue = [st.t.isf(st.norm.sf(c), n - 1) for c, n in zip(judgment.z_boundaries(looks), looks)]
+    assert spent_by(analogue).sum() > 0.025 + 3 * se
 
 
 def test_the_judgment_stops_at_the_look_a_boundary_is_crossed_and_reports_a_repeated_interval():
@@ -370,6 +394,7 @@ def test_the_judgment_stops_at_the_look_a_boundary_is_crossed_and_reports_a_repe
     from raycse.driver import judgment
 
     half = judgment.t_boundary((6, 12, 18), 12) * v.std / math.sqrt(12)
+    assert judgment.t_boundary((6, 12, 18), 12) == pytest.approx(2.85, abs=0.02)
     assert v.low == pytest.approx(v.mean - half) and half > T975[17] * v.std / math.sqrt(12)
     assert "stopped at look 2" in d.sentence and "repeated 95% interval" in d.sentence
 
@@ -386,6 +411,25 @@ def test_a_difference_too_small_to_matter_stops_for_futility_but_never_at_the_la
     single = decide([ConfigScores("w", 1, judge=w), ConfigScores("p", None, judge=p)], published="p",
                     baseline=Baseline(70.0, {"avg": 78.15}), plan=cpu_plan(judge_seeds=6))
     assert single.stopped is None  # one look: nothing stops early
+
+
+def test_futility_reads_the_pairs_both_sides_ran_not_the_imputed_figure():
+    from raycse.driver import judgment
+
+    plan = default_plan("full", top_k=1, choose_seeds=0)  # looks 6, 9, 12, 18
+    judge = plan.seeds().judge[:6]
+    level = [78.0, 78.4, 77.9, 78.2, 78.1, 78.3]
+    w_tests = [x + d for x, d in zip(level, [0.1, -0.1, 0.05, -0.05, 0.2, -0.21])]
+    w = runs(judge[:4], [80.0] * 4, w_tests[:4]) + tuple(SeedScore(s, DIVERGED, None) for s in judge[4:])
+    p = runs(judge, [80.0] * 6, level)
+    d = decide([ConfigScores("w", 1, judge=w), ConfigScores("p", None, judge=p)], published="p",
+               baseline=Baseline(70.0, {"avg": 78.15}), plan=plan)
+    v = d.versus_published  # the judgment: the two lost seeds take the worst value, so the mean is pulled down
+    assert v.n == 6 and abs(v.mean) / (v.std / math.sqrt(v.n)) > judgment.futility_bound(plan.design_looks, 1)
+    # on the four pairs both ran the difference is small: futile, whatever the failures do to the judgment
+    assert abs(judgment.futility_t({s: x for s, x in zip(judge, w_tests[:4])}, dict(zip(judge, level)))) < 0.6
+    assert d.look == 1 and d.stopped == "futility" and not d.beats_published and not d.below_published
+    assert judgment.futility_t({1: 1.0, 2: None}, {1: 0.0, 2: 0.0}) is None  # one pair: no t, no futility
 
 
 def test_a_space_file_plans_its_looks_and_refuses_bad_ones(tmp_path):
@@ -412,6 +456,13 @@ def test_the_pipeline_simulation_runs_through_the_decision_and_its_detectable_di
     # the exact noncentral t, not the normal approximation (14.1 sigma at n = 2)
     assert module.smallest_detectable_exact(2) == pytest.approx(16.33, abs=0.01)
     assert module.smallest_detectable_exact(18) == pytest.approx(0.99, abs=0.01)
+    # the vectorised ASHA stops the same trials at the same rungs as one np.nanpercentile per trial
+    import numpy as np
+
+    rng = np.random.default_rng(5)
+    values = module._curves(rng, rng.normal(0, 0.5, (200, 48)), 200, 48)
+    reached = module._asha(values)
+    assert (reached == module._asha_reference(values)).all() and set(np.unique(reached)) == {1, 2, 4, 8}
     null = module.simulate("focal", 150, share=0.5, divergence=0.2, seed=3)
     assert null["reps"] > 140 and null["judging_runs"]["seq"] < null["judging_runs"]["fixed"]
     assert null["false_beats_published"]["seq"]["rate"] < 0.10 and abs(null["bias"]["mean"]) < 0.3

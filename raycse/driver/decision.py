@@ -428,13 +428,14 @@ def decide(configs: Sequence[ConfigScores], *, published: str | None, baseline: 
     seed_noise = stats.pooled_std(groups)
     seed_noise_df = sum(len(g) - 1 for g in groups)
 
-    versus = versus_dev = mirror = None
+    versus = versus_dev = mirror = futile_p = None
     versus_test = {}
     if w is not None and p is not None and w is not p:
         versus_dev = _paired(w.judge, p.judge, lambda s: s.dev)
         judged_p = _judged_by_seed(p, plan, seeds.judge)
         versus = _sequential_interval(judgment.paired_with_failures(judged_w, judged_p, against="a"), plan, look)
         mirror = _sequential_interval(judgment.paired_with_failures(judged_w, judged_p, against="b"), plan, look)
+        futile_p = judgment.futility_t(judged_w, judged_p)
         tasks = sorted({t for s in w.judge for t in s.test} & {t for s in p.judge for t in s.test})
         for task in tasks:
             interval = _paired(w.judge, p.judge, lambda s, task=task: s.test.get(task))
@@ -462,8 +463,9 @@ def decide(configs: Sequence[ConfigScores], *, published: str | None, baseline: 
     detectable_n = versus.n if versus is not None else plan.judge_seeds
     detectable = smallest_detectable(seed_noise, detectable_n)
     below_baseline = bool(versus_baseline and versus_baseline.high is not None and versus_baseline.high < 0)
-    stopped = judgment.stop_reason((versus, beats_published, below_published),
-                                   (versus_baseline, beats_baseline, below_baseline), plan.design_looks, look)
+    futile_b = judgment.futility_t(judged_w, base_test) if base_test is not None else None
+    stopped = judgment.stop_reason((versus, beats_published, below_published, futile_p),
+                                   (versus_baseline, beats_baseline, below_baseline, futile_b), plan.design_looks, look)
 
     marks = tuple(_marks(summaries))
     decision = Decision(

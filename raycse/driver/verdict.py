@@ -99,7 +99,7 @@ def verdict_sentences(d) -> list[str]:
     if len(d.looks) > 1 and d.look:
         why = {"beats": "a boundary was crossed", "falls below": "a boundary was crossed",
                "futility": "the difference seen is too small for more seeds to make it detectable"}.get(d.stopped)
-        parts.append(f"Judging looked after {', '.join(map(str, d.looks))} seeds (O'Brien-Fleming-type spending, "
+        parts.append(f"Judging looked after {', '.join(map(str, d.looks))} seeds (Hwang-Shih-DeCani spending, "
                      f"2.5% each side) and " + (f"stopped at look {d.look} ({why})." if why else
                                                 f"is at look {d.look}."))
     # what the budget can resolve
