@@ -36,6 +36,12 @@ def pytest_xdist_auto_num_workers(config) -> int:
     return max(1, min(4, os.cpu_count() or 1))
 
 
+def pytest_collection_modifyitems(config, items):
+    """The slow tests (whole searches, Ray clusters: a minute or more each) first, so that the two test processes
+    start them early and share the short ones at the end, instead of one process finishing a long test alone."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 def pytest_sessionfinish(session, exitstatus):
     shutil.rmtree(_CACHE_DIR, ignore_errors=True)
 
