@@ -23,7 +23,6 @@ sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
 import argparse  # noqa: E402
 import glob  # noqa: E402
 import json  # noqa: E402
-import re  # noqa: E402
 import signal  # noqa: E402
 import subprocess  # noqa: E402
 import time  # noqa: E402
@@ -74,13 +73,18 @@ def rehearsal(folder: Path) -> None:
     print(folder / "focal.yaml")
 
 
-def space_variant(source: Path, sampler: str, output: Path) -> None:
-    """`source` with another sampler (search.sampler.name), the rest unchanged."""
+def space_variant(source: Path, sampler: str | None, test_eval: str | None, output: Path) -> None:
+    """`source` with another sampler (search.sampler.name) and test_eval, the rest unchanged."""
     import yaml
 
     space = yaml.safe_load(source.read_text())
-    space.setdefault("search", {}).setdefault("sampler", {})["name"] = sampler
-    output.write_text(f"# {source} with search.sampler.name: {sampler}\n" + yaml.safe_dump(space, sort_keys=False))
+    search = space.setdefault("search", {})
+    if sampler is not None:
+        search.setdefault("sampler", {})["name"] = sampler
+    if test_eval is not None:
+        search["test_eval"] = test_eval
+    header = f"# {source}, with search.sampler.name: {sampler or 'as is'}, search.test_eval: {test_eval or 'as is'}\n"
+    output.write_text(header + yaml.safe_dump(space, sort_keys=False))
 
 
 # ------------------------------------------------------------------------------------------------------ checks
@@ -189,6 +193,11 @@ def search_line(summary: dict) -> str:
             f"{timings.get('slot_use', timings.get('slot_utilisation', float('nan')))}")
 
 
+def _batch(out: Path) -> str:
+    data = json.loads(next(iter(sorted(out.glob("cached-*.json")))).read_text())
+    return f"{data['cached_batch_size']} in chunks of {data['batch_size']} ({data['shape']})"
+
+
 def summarize(part: str, out: Path) -> str:
     if part == "search":
         summary = search_summary(out / "state" / "search")
@@ -223,30 +232,29 @@ def summarize(part: str, out: Path) -> str:
                 cells.append(f"{mode}: not run")
                 continue
             data = json.loads(path.read_text())
-            ratios = [f"{r['loss']} {r['time_ratio']:.2f}x time, {r['memory_ratio']:.2f}x memory"
-                      for r in data.get("losses", data.get("results", [])) if "time_ratio" in r]
-            cells.append(f"{mode}: " + ("; ".join(ratios) or json.dumps(data)[:200]))
-        return "cached: " + " | ".join(cells)
+            cells.append(f"{mode} ({data['device']}): " + "; ".join(
+                f"{r['loss']} {r['time_ratio']:.2f}x time, {r['memory_ratio']:.2f}x memory" for r in data["rows"]))
+        return f"cached: cached {_batch(out)} against uncached: " + " | ".join(cells)
     if part == "landscape":
         data = json.loads((out / "landscape.json").read_text())
         s = data.get("summary", {})
         final = s.get("final") or {}
-        total = len(data["setting"]["seeds"]) * (s.get("configurations") or 0)
-        return (f"landscape: {s.get('runs', 0)} runs of {len(data['runs'])} recorded; untouched "
-                f"{data['untouched']['objective']:.2f}; final spread {final.get('spread')} / seed std "
-                f"{final.get('seed_std_pooled')} = {final.get('spread_over_seed_std')}; best {final.get('best')}"
-                + (f" ({total} configuration-seed pairs started)" if total else ""))
+        planned = (data["setting"]["design"]["points"] or 0) + 1
+        return (f"landscape: {s.get('runs', 0)} runs of {planned * len(data['setting']['seeds'])} "
+                f"({planned} configurations x {len(data['setting']['seeds'])} seeds); untouched "
+                f"{data['untouched']['objective']:.2f}; final spread {final.get('spread')} against seed std "
+                f"{final.get('seed_std_pooled')}: {final.get('spread_over_seed_std')}x; best "
+                f"{(final.get('best') or {}).get('mean')} at {(final.get('best') or {}).get('config')}")
     if part == "step":
         cells = []
-        for path in sorted(out.glob("step-*.json")):
+        for path in sorted(out.glob("step-*.json"), key=os.path.getmtime):
             data = json.loads(path.read_text())
             name = path.stem.removeprefix("step-")
-            if "results" in data and "aggregate_sentences_per_s" in json.dumps(data):
-                cells.append(f"{name} " + ", ".join(f"{r['trials']}: {r['aggregate_sentences_per_s']:.0f}/s"
-                                                    for r in data["results"]))
+            if isinstance(data, list):  # benchmarks/concurrent.py: one entry per number of trials
+                cells.append(f"{name} " + ", ".join(f"{r['concurrent']}: {r['scaling']:.2f}x" for r in data))
             else:
-                cells.append(f"{name} {data.get('raycse', data).get('ms_per_step', float('nan')):.2f} ms")
-        return "step: " + "; ".join(cells)
+                cells.append(f"{name} {data['ms_per_step']:.2f} ms")
+        return "step (ms a step; concurrent: aggregate x one trial): " + "; ".join(cells)
     raise SystemExit(f"unknown part {part}")
 
 
@@ -256,7 +264,8 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("rehearsal").add_argument("folder", type=Path)
     variant = sub.add_parser("space")
     variant.add_argument("source", type=Path)
-    variant.add_argument("--sampler", required=True)
+    variant.add_argument("--sampler", default=None)
+    variant.add_argument("--test-eval", default=None)
     variant.add_argument("--output", type=Path, required=True)
     sub.add_parser("check-minilm").add_argument("eval_json", type=Path)
     sub.add_parser("pins")
@@ -272,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.what == "rehearsal":
         rehearsal(args.folder)
     elif args.what == "space":
-        space_variant(args.source, args.sampler, args.output)
+        space_variant(args.source, args.sampler, args.test_eval, args.output)
     elif args.what == "check-minilm":
         return check_minilm(args.eval_json)
     elif args.what == "pins":
