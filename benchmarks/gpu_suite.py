@@ -38,8 +38,10 @@ WHEELS = Path(_HERE) / "device_wheels.txt"
 # ------------------------------------------------------------------------------------------------- rehearsal
 def rehearsal(folder: Path) -> None:
     """The rehearsal's setting in `folder`: a 2-layer BERT with MiniLM's tokenizer (random weights: tests/conftest.py's
-    tiny BERT), the first 48 pairs of STS-B dev as the objective, and focal.yaml with tiny trials and budgets. The
-    search keeps every stage of the full budget (ASHA, choosing, sequential judging, test tasks), smaller."""
+    tiny BERT), the first 48 pairs of STS-B dev as the objective, and focal.yaml with tiny trials and budgets: 2
+    search trials of 4 steps (the published point and one from the sampler, under ASHA), the top 2 chosen among on
+    1 seed, the winner and the published point judged on 2 seeds (the first also scoring the seven test tasks),
+    2 trials at once on the fake GPU."""
     import torch
     import yaml
     from transformers import AutoTokenizer, BertConfig, BertModel
@@ -64,9 +66,8 @@ def rehearsal(folder: Path) -> None:
     space.pop("cpu_budget")  # the fake GPU gives the full budget, as a real one does
     space.update(model=str(model.resolve()), objective=str(dev.resolve()))
     space["train"].update(batch_size=8, max_len=32, max_steps=4, eval_steps=2, max_sentences=64)
-    space["search"].update(num_samples=4, test_eval="best",
-                           confirm={"top_k": 2, "choose_seeds": 1, "judge_seeds": 4, "test_seeds": 1,
-                                    "looks": [2, 4]})
+    space["search"].update(num_samples=2, test_eval="best",
+                           confirm={"top_k": 2, "choose_seeds": 1, "judge_seeds": 2, "test_seeds": 1})
     space["resources"] = {"workers": 1, "gpus_per_worker": 0.5, "cpus_per_worker": 1}
     (folder / "focal.yaml").write_text("# benchmarks/gpu_suite.py rehearsal: search_spaces/focal.yaml, tiny\n"
                                        + yaml.safe_dump(space, sort_keys=False))
@@ -133,30 +134,34 @@ def supervise(deadline: float, log: Path, kill_when: str | None, command: list[s
     """Run `command` in its own process group, its output to `log` (appended) and to stdout; SIGKILL the group (the
     command and the Ray runtime it started, as tests/test_search.py's kill does) at `deadline` seconds or once
     `kill_when` appears in its output. Returns its exit status, or 124 when killed."""
-    started = time.monotonic()
+    import threading
+
+    started, seen = time.monotonic(), threading.Event()
     with log.open("a") as sink:
         proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                start_new_session=True, bufsize=1)
-        os.set_blocking(proc.stdout.fileno(), False)
-        killed, buffer = None, ""
-        while True:
-            chunk = proc.stdout.read() or ""
-            if chunk:
-                sink.write(chunk)
+                                start_new_session=True)
+
+        def copy() -> None:
+            for line in proc.stdout:
+                sink.write(line)
                 sink.flush()
-                sys.stdout.write(chunk)
-                sys.stdout.flush()
-                buffer = (buffer + chunk)[-20000:]
-            if proc.poll() is not None and not chunk:
-                break
-            if killed is None and time.monotonic() - started > deadline:
+                if kill_when and kill_when in line:
+                    seen.set()
+
+        reader = threading.Thread(target=copy, daemon=True)
+        reader.start()
+        killed = None
+        while proc.poll() is None:
+            if time.monotonic() - started > deadline:
                 killed = f"its deadline ({deadline:.0f} s)"
-            elif killed is None and kill_when and kill_when in buffer:
+            elif seen.is_set():
                 killed = f"{kill_when!r} in its output"
-            if killed and proc.poll() is None:
+            if killed:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+                break
             time.sleep(0.2)
+        reader.join(timeout=10)
         if killed:
             note = f"gpu_suite: killed after {time.monotonic() - started:.0f} s ({killed}); the same call again resumes"
             sink.write(note + "\n")
@@ -171,26 +176,35 @@ def search_summary(state: Path) -> dict | None:
     return json.loads(Path(found[-1]).read_text()) if found else None
 
 
-def _pm(block: dict | None) -> str:
+def _difference(block: dict | None) -> str:
     if not block or block.get("mean") is None:
-        return "-"
-    return f"{block['mean']:.2f} ± {block.get('std') or 0:.2f} (n = {block.get('n')})"
+        return "none (the winner is the published point)" if block is None else "-"
+    interval = (f" [{block['low']:+.2f}, {block['high']:+.2f}]" if block.get("low") is not None
+                and block.get("high") is not None else ", no interval")
+    return f"{block['mean']:+.2f}{interval} (n = {block.get('n')})"
 
 
 def search_line(summary: dict) -> str:
-    winner = summary.get("winner") or {}
-    timings = summary.get("timings") or {}
-    phases = ", ".join(f"{k.removeprefix('time_').removesuffix('_s')} {v:.0f}"
-                       for k, v in timings.items() if k.startswith("time_") and k.endswith("_s")
-                       and k != "time_total_s" and isinstance(v, (int, float)))
-    versus = winner.get("versus_published") or {}
-    interval = (f" [{versus['low']:+.2f}, {versus['high']:+.2f}]"
-                if versus.get("low") is not None and versus.get("high") is not None else "")
-    trials = summary.get("trials") or []
-    return (f"{len(trials)} trials; winner {winner.get('params')} {_pm(winner)}; winner - published "
-            f"{versus.get('mean', float('nan')):+.2f}{interval}; untouched {summary['baseline'].get('objective', 0):.2f}"
-            f"; total {timings.get('time_total_s', 0):.0f} s ({phases}); slot use "
-            f"{timings.get('slot_use', timings.get('slot_utilisation', float('nan')))}")
+    """The answer, its intervals, the wall clock by stage and the slots' use, from search_summary.json."""
+    winner, timings = summary.get("winner") or {}, summary.get("timings") or {}
+    decision = summary.get("decision") or {}
+    stages: dict[str, int] = {}
+    for trial in summary.get("trials") or []:
+        stages[trial.get("stage")] = stages.get(trial.get("stage"), 0) + 1
+    phases = ", ".join(f"{k[5:-2]} {v:.0f}" for k, v in timings.items()
+                       if k.startswith("time_") and k.endswith("_s") and k != "time_total_s")
+    work = "/".join(f"{timings.get(f'trial_{k}_s', 0):.0f}" for k in ("startup", "compile", "train", "eval",
+                                                                     "checkpoint"))
+    published = " (the published point)" if winner.get("is_published") else ""
+    return (f"{', '.join(f'{n} {stage}' for stage, n in stages.items())} trials (judging look {decision.get('look')}"
+            f", {decision.get('stopped') or 'not stopped early'}); winner {winner.get('params')}{published}: "
+            f"dev {winner.get('mean', float('nan')):.2f} ± {winner.get('std') or 0:.2f} (n = {winner.get('n')}); "
+            f"winner - published, {winner.get('judged_on')}: {_difference(winner.get('versus_published'))}; "
+            f"winner - untouched: {_difference(winner.get('versus_baseline'))}; untouched dev "
+            f"{(summary.get('baseline') or {}).get('objective', float('nan')):.2f}; "
+            f"{timings.get('time_total_s', 0):.0f} s ({phases}); trials startup/compile/train/eval/checkpoint "
+            f"{work} s; slot use {100 * timings.get('slot_utilisation', 0):.0f}% of "
+            f"{timings.get('concurrent_slots', 0):.0f}")
 
 
 def _batch(out: Path) -> str:

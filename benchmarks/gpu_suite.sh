@@ -34,7 +34,8 @@ done
 out=${1:?usage: gpu_suite.sh [--rehearse] [--random-weights] OUTDIR [search sampler cached landscape step]}; shift
 parts=$*
 mkdir -p "$out/state" && out=$(cd "$out" && pwd)
-deadline=${SUITE_DEADLINE:-540}
+helpers=$PWD/benchmarks/gpu_suite.py
+deadline=${SUITE_DEADLINE:-$( ((rehearse)) && echo 1800 || echo 540)}
 left() { echo $((deadline - SECONDS)); }
 
 # ------------------------------------------------------------------------------------------------ the settings
@@ -42,8 +43,8 @@ if ((rehearse)); then
   export SUITE_REHEARSE=1 DEVICE_SITE=$out/site MINILM_FP16=$out/rehearsal/minilm-fp16
   export RAY_OVERRIDE_RESOURCES='{"GPU": 1, "CPU": 2}'
   [ -f "$MINILM_FP16/model.safetensors" ] || python3 benchmarks/minilm_fp16.py --output "$MINILM_FP16" || exit 1
-  # a 2-layer BERT, 48 STS-B dev pairs, focal.yaml with 4 search trials of 4 steps, 2 choosing and 4 judging seeds
-  space=$(python3 benchmarks/gpu_suite.py rehearsal "$out/rehearsal") || exit 1
+  # a 2-layer BERT, 48 STS-B dev pairs, focal.yaml with 2 search trials of 4 steps, 1 choosing and 2 judging seeds
+  space=$(python3 "$helpers" rehearsal "$out/rehearsal") || exit 1
   sampler_seeds="0"
   landscape=(--preset rehearse --space "$space" --jobs 2)
   big=tiny small=tiny b=8 B=16 steps=2 warm=1 trials="1 2" cached_steps=(--steps 1 --warmup 0)
@@ -78,7 +79,7 @@ run() {  # run NAME COMMAND...: COMMAND's output to OUTDIR/NAME.log; its tail on
 }
 supervised() {  # supervised NAME [--kill-when TEXT] COMMAND...: killed (its process group) at the deadline, 124
   local name=$1; shift
-  python3 benchmarks/gpu_suite.py supervise --deadline "$(left)" --log "$out/$name.log" "$@" >/dev/null
+  python3 "$helpers" supervise --deadline "$(left)" --log "$out/$name.log" "$@" >/dev/null
 }
 search() {  # search STATE ARGS...: a raycse search with all its state in STATE, resumed when STATE holds one
   local state=$1; shift
@@ -91,7 +92,7 @@ bench() {  # bench NAME ARGS...: one `raycse bench` row into OUTDIR/NAME.json, u
   local name=$1; shift
   [ -s "$out/$name.json" ] || run step python3 -m raycse bench "$@" --output "$out/$name.json"
 }
-summary() { python3 benchmarks/gpu_suite.py summary "$1" "$out"; }
+summary() { python3 "$helpers" summary "$1" "$out"; }
 
 # --------------------------------------------------------------------------------------------------- the parts
 for part in $parts; do
@@ -99,15 +100,17 @@ for part in $parts; do
   case $part in
   search)
     [ -s "$out/search.json" ] && { summary search; continue; }
-    kill=(); [ -n "$kill_first_search" ] && [ ! -e "$out/state/search" ] && kill=(--kill-when "$kill_first_search")
+    kill=()  # the rehearsal's first search call: killed once a trial has finished, so that the next one resumes
+    [ -n "$kill_first_search" ] && [ ! -e "$out/state/search.killed" ] && kill=(--kill-when "$kill_first_search")
     search "$out/state/search" supervised search "${kill[@]}" -- python3 -m raycse search --space "$space"
     rc=$?
+    ((rc == 124)) && ((${#kill[@]})) && : >"$out/state/search.killed"
     ((rc == 0 || rc == 124)) || { failed=1; tail -n 25 "$out/search.log" >&2; }
     summary search
     ;;
   sampler)
-    python3 benchmarks/gpu_suite.py space "$space" --test-eval none --output "$out/state/focal-default.yaml"
-    python3 benchmarks/gpu_suite.py space "$space" --test-eval none --sampler random --output "$out/state/focal-random.yaml"
+    python3 "$helpers" space "$space" --test-eval none --output "$out/state/focal-default.yaml"
+    python3 "$helpers" space "$space" --test-eval none --sampler random --output "$out/state/focal-random.yaml"
     for seed in $sampler_seeds; do
       for sampler in default random; do  # alternated, so that a part cut short still compares the two
         state=$out/state/sampler-$sampler-$seed
