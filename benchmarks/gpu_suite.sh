@@ -48,7 +48,7 @@ if ((rehearse)); then
   sampler_seeds="0"
   landscape=(--preset rehearse --space "$space" --jobs 2)
   big=tiny small=tiny b=8 B=16 steps=2 warm=1 trials="1 2" cached_steps=(--steps 1 --warmup 0)
-  cached_losses=(simcse,focal simcse)  # eager, compiled
+  cached_losses=(simcse simcse)  # eager, compiled
   kill_first_search="finished: best objective"
   parts=${parts:-search search sampler cached landscape step}  # the search twice: killed, then resumed
 else
@@ -65,15 +65,20 @@ source benchmarks/device_env.sh || exit 1
 if [[ " $parts " =~ \ (search|sampler|landscape)\  ]]; then
   device_minilm || { echo "gpu_suite: error: the model check failed; nothing ran" >&2; exit 1; }
 fi
+if [[ " $parts " =~ \ (search|sampler|step)\  ]]; then
+  python3 -c "import ray.tune, ray.train, optuna, mlflow, sqlalchemy" || {
+    echo "gpu_suite: error: Ray, Optuna or MLflow is missing: carry .whl and .gpu (a machine that went cold has lost" \
+         "them; benchmarks/README.md, the call plan)" >&2; exit 1; }
+fi
 
 # ------------------------------------------------------------------------------------------------- the helpers
 failed=0
-run() {  # run NAME COMMAND...: COMMAND's output to OUTDIR/NAME.log; its tail on the screen if it fails
+run() {  # run NAME COMMAND...: COMMAND's output to OUTDIR/NAME.log, stopped at the deadline (124); its tail if it fails
   local name=$1; shift
   echo "== $*" >>"$out/$name.log"
-  "$@" >>"$out/$name.log" 2>&1 && return 0
+  timeout --kill-after=10 "$(left)" "$@" >>"$out/$name.log" 2>&1 && return 0
   local rc=$?
-  ((rc == 124)) && return 124
+  ((rc == 124 || rc == 137)) && { echo "gpu_suite: $name stopped at the deadline: $*" >>"$out/$name.log"; return 124; }
   echo "gpu_suite: $name failed ($rc): $*" >&2; tail -n 25 "$out/$name.log" >&2
   failed=1; return "$rc"
 }

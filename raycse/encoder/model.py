@@ -42,7 +42,9 @@ from raycse.encoder.sentence_transformers_files import write_sentence_transforme
 from raycse.errors import ConfigError, first_line
 from raycse.files import replace_directory
 
-EVAL_BATCH_SIZE = 32  # sentences per evaluation batch on CPU (32 encoded STS-B dev 10% faster than 128 on one thread); on CUDA larger batches mean fewer launches
+# Sentences per evaluation batch on CPU: 32 encoded STS-B dev 10% faster than 128 on one thread; on CUDA larger
+# batches mean fewer launches.
+EVAL_BATCH_SIZE = 32
 
 # Which entries of `hidden_states` (index 0 = embedding layer, -1 = last layer) the two layer-averaging
 # poolers average. Index 1 is the first transformer layer's output: SimCSE first used index 0 (the embeddings)
