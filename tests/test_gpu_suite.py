@@ -10,14 +10,12 @@ import time
 from pathlib import Path
 
 import pytest
+from benchmark_modules import load_benchmark
 
 from raycse.driver.preflight import local_ray_resources
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-import gpu_suite  # noqa: E402
-
-sys.path.remove(str(ROOT / "benchmarks"))  # benchmarks/concurrent.py would shadow the standard library's package
+gpu_suite = load_benchmark("gpu_suite")
 PARTS = ("search", "sampler", "cached", "landscape", "step")
 
 
