@@ -75,6 +75,7 @@ fi
 failed=0
 run() {  # run NAME COMMAND...: COMMAND's output to OUTDIR/NAME.log, stopped at the deadline (124); its tail if it fails
   local name=$1; shift
+  (($(left) > 0)) || return 124  # (timeout 0 would mean no limit)
   echo "== $*" >>"$out/$name.log"
   timeout --kill-after=10 "$(left)" "$@" >>"$out/$name.log" 2>&1 && return 0
   local rc=$?
