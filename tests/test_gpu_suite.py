@@ -46,7 +46,7 @@ def test_the_carried_wheels_meet_raycse_s_own_requirements():
     from packaging.requirements import Requirement
 
     pins = gpu_suite.pinned()
-    assert {"ray", "optuna", "mlflow-skinny", "plotly", "SQLAlchemy"} <= set(pins)
+    assert {"ray", "optuna", "mlflow-skinny", "plotly", "SQLAlchemy", "cryptography"} <= set(pins)
     names = [re.sub(r"[-_.]+", "-", name.lower()) for name in pins]
     assert len(names) == len(set(names))
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
