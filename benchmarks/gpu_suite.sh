@@ -123,7 +123,10 @@ for part in $parts; do
         [ -e "$state/done" ] && continue
         (($(left) > 60)) || break 2
         search "$state" supervised sampler -- python3 -m raycse search --space "$out/state/focal-$sampler.yaml" \
-          --experiment "focal-$sampler-$seed" --seed "$seed" --no-confirm && : >"$state/done"
+          --experiment "focal-$sampler-$seed" --seed "$seed" --no-confirm
+        rc=$?
+        ((rc == 0)) && : >"$state/done"
+        ((rc == 0 || rc == 124)) || { failed=1; tail -n 25 "$out/sampler.log" >&2; }
       done
     done
     summary sampler
@@ -139,7 +142,8 @@ for part in $parts; do
     ;;
   landscape)  # it starts no run after --deadline seconds; the same command again goes on from its file
     run landscape python3 benchmarks/landscape.py "${landscape[@]}" --deadline $(($(left) - 90)) \
-      --output "$out/landscape.json" && summary landscape
+      --output "$out/landscape.json"
+    [ -s "$out/landscape.json" ] && summary landscape
     ;;
   step)
     [ -s "$out/step-concurrent.json" ] || run step python3 benchmarks/concurrent.py --shape "$small" --batch-size "$b" \
