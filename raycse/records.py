@@ -27,6 +27,10 @@ CHECKPOINT_TAG = "raycse.checkpoint"  # on a child run: its last Tune checkpoint
 ERROR_TAG = "raycse.error"  # on a failed or diverged run: the reason, one line
 OUTPUT_DIR_TAG = "raycse.output_dir"  # on a `raycse train` run: its output directory (finds it on --resume)
 LOSS_TAG = "raycse.loss"  # on a `raycse train` run: the loss
+COMPARE_TAG = "raycse.compare"  # on a comparison's parent run (`raycse compare`): the comparison's name
+COMPARE_LOSS_TAG = "raycse.compare_loss"  # on a comparison's child run: the loss it stands for (its space's name)
+LOSS_SEARCH_TAG = "raycse.loss_search"  # on a comparison's child run: the experiment of that loss's search
+LOSS_PARENT_RUN_TAG = "raycse.loss_parent_run"  # on a comparison's child run: that search's parent run
 
 TRAIN_EXPERIMENT = "raycse-train"  # the MLflow experiment of `raycse train`
 RAY_TRIAL_ID = "ray_trial_id"  # the Optuna user attribute holding a trial's Ray trial id
