@@ -199,6 +199,7 @@ def judged_arms(searches: dict[str, SearchOutcome]) -> tuple[list[comparison.Arm
             arm = comparison.Arm(loss=label, role=role, values=values)
             arms.append(arm)
             facts[arm.name] = {"key": key, "params": outcome.configurations[key]["params"],
+                               "is_published": key == outcome.published_key,
                                "family": outcome.configurations[key]["family"],
                                "test": _test_figures(runs), "experiment": outcome.experiment}
     return arms, facts

@@ -33,7 +33,9 @@ def arms_table(summary: dict) -> str:
     headers = ["", "configuration", *(TEST_LABELS.get(task, task) for task in tasks), "n", "failed", "budget"]
     rows = []
     for arm in summary["arms"]:
-        label = f"{arm['loss']} ({'tuned winner' if arm['role'] == 'tuned' else 'published point'})"
+        role = "published point" if arm["role"] != "tuned" else (
+            "tuned winner = published point" if arm.get("is_published") else "tuned winner")
+        label = f"{arm['loss']} ({role})"
         rows.append([label, fmt_params(arm["params"]) or "-", *(_figure(arm["test"][task]) for task in tasks),
                      str(arm["test"]["avg"]["n"]), f"{arm['failed']} of {arm['ran']}",
                      _budget(summary.get("budget_per_loss"))])
