@@ -219,3 +219,17 @@ def test_compare_two_losses_judged_on_shared_seeds(tmp_path, tiny_bert_dir, caps
     capsys.readouterr()
     assert main(["export", "compare-simcse-focal", "x-model", "--loss", "dclr", "--tracking-uri", uri]) == 2
     assert "no loss 'dclr'" in capsys.readouterr().err and not (tmp_path / "x-model").exists()
+
+
+def test_the_simulation_holds_its_error_rate_and_finds_a_large_difference():
+    from tests.benchmark_modules import load_benchmark
+
+    sim = load_benchmark("comparison_sim")
+    rng = np.random.default_rng(7)
+    null = sim.simulate(rng, 4000, (0, 0, 0, 0), 0.0, True, 18)
+    assert null["comparisons"] == 6 + 4
+    assert null["familywise_false_claim"]["rate"] <= 0.05 + 3 * null["familywise_false_claim"]["mc_error"]
+    assert abs(null["bias_reported"]["largest_abs"]) < 0.05
+    assert null["bias_naive_search_figures"]["mean_over_pairs"] > 2.0  # best of 16 noisy runs, quoted as is
+    strong = sim.simulate(rng, 2000, (3, 0, 0), 0.0, False, 18)
+    assert strong["power_per_true_difference"]["rate"] > 0.95
