@@ -68,6 +68,8 @@ BASELINE_OBJECTIVE = "baseline_objective"  # metric on the parent run
 BEST_OBJECTIVE_STD = "best_objective_std"  # metric on the parent run: the winner's std over its judging seeds
 WINNER_MINUS_PUBLISHED = "winner_minus_published"  # metric on the parent run: the paired dev difference
 
+DIFF_PREFIX = "diff/"  # metrics on a comparison's parent run: diff/A - B, the paired difference on the test average
+
 # A loss's own statistics (DCLR's removed fraction, say) under one namespace, so that both commands log any
 # loss's statistics without a list of names to keep up to date.
 LOSS_STAT_PREFIX = "loss/"

@@ -32,8 +32,10 @@ from raycse.driver.outcome import SearchOutcome
 from raycse.driver.state import SearchOptions, say
 from raycse.errors import ConfigError
 from raycse.records import (
+    BUDGET_TAG,
     COMPARE_LOSS_TAG,
     COMPARE_TAG,
+    DIFF_PREFIX,
     FINISHED,
     JUDGE,
     LOSS_PARENT_RUN_TAG,
@@ -124,7 +126,6 @@ def run_comparison(spaces: list[SearchSpace], options: SearchOptions, name: str,
                    log: Callable[[str], None] = say) -> ComparisonOutcome:
     """Check everything, then run each loss's search and judge the family; writes compare_summary.json."""
     from raycse.driver.preflight import check_search
-    from raycse.driver.run import finish, run_search
     from raycse.tracking.tracker import Tracker
 
     options = dataclasses.replace(options, comparison=True)
@@ -137,6 +138,18 @@ def run_comparison(spaces: list[SearchSpace], options: SearchOptions, name: str,
     parent = tracker.start_run(name, tags={COMPARE_TAG: name})
     tracker.log_params(parent, {"losses": ",".join(labels), "budget": options.budget,
                                 "space_files": ",".join(os.path.basename(s.path) for s in spaces)})
+    try:
+        return _run(renamed, labels, options, name, output_dir, tracker, parent, log)
+    except BaseException:
+        tracker.end_run(parent, "KILLED")
+        raise
+
+
+def _run(renamed: list[SearchSpace], labels: list[str], options: SearchOptions, name: str, output_dir: Path,
+         tracker, parent: str, log: Callable[[str], None]) -> ComparisonOutcome:
+    from raycse.driver.plan import search_plan
+    from raycse.driver.run import finish, run_search
+
     searches: dict[str, SearchOutcome] = {}
     for number, (space, label) in enumerate(zip(renamed, labels), start=1):
         log(f"Comparison {name!r}: loss {number} of {len(labels)}, {label} (experiment {space.experiment!r}).")
@@ -146,10 +159,9 @@ def run_comparison(spaces: list[SearchSpace], options: SearchOptions, name: str,
         finish(outcome, options.tracking_uri)
         searches[label] = outcome
         tracker.set_tags(child, {LOSS_PARENT_RUN_TAG: outcome.parent_run_id})
+    tracker.set_tags(parent, {BUDGET_TAG: next(iter(searches.values())).budget})
     arms, figures = judged_arms(searches)
     pairs = comparison.judge_family(arms)
-    from raycse.driver.plan import search_plan
-
     plan = search_plan(renamed[0], options, next(iter(searches.values())).budget)
     summary = comparison_summary(name, searches, arms, figures, pairs, plan)
     for label in searches:
@@ -160,10 +172,15 @@ def run_comparison(spaces: list[SearchSpace], options: SearchOptions, name: str,
     path = output_dir / COMPARE_SUMMARY_FILE
     write_json_atomic(path, summary)
     tracker.log_dict(parent, summary, COMPARE_SUMMARY_FILE)
-    tracker.log_metrics(parent, {f"{p['a']} - {p['b']}".replace(" ", "_").replace("(", "").replace(")", ""):
-                                 p["mean"] for p in summary["pairs"] if p["mean"] is not None})
+    tracker.log_metrics(parent, {pair_metric(p["a"], p["b"]): p["mean"] for p in summary["pairs"]
+                                 if p["mean"] is not None})
     tracker.end_run(parent, "FINISHED")
     return ComparisonOutcome(name, parent, searches, pairs, summary, str(path))
+
+
+def pair_metric(a: str, b: str) -> str:
+    """The parent run's metric of a - b (MLflow's names take no parentheses): 'diff/focal - simcse'."""
+    return f"{DIFF_PREFIX}{a} - {b}".replace("(", "").replace(")", "")
 
 
 def _log_child(tracker, parent: str, label: str, summary: dict) -> None:

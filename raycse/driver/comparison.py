@@ -167,8 +167,9 @@ def judge_family(arms: list[Arm], alpha: float = ALPHA) -> list[PairJudgment]:
         both = [a.values[s] - b.values[s] for s in sorted(set(a.values) & set(b.values))
                 if a.values[s] is not None and b.values[s] is not None]
         mean = float(np.mean(both)) if both else (float(mean_up) if n_up else None)
-        low = float(mean_up - bonferroni_half_width(sd_up, n_up, m, alpha)) if n_up >= 2 else None
-        high = float(mean_down + bonferroni_half_width(sd_down, n_down, m, alpha)) if n_down >= 2 else None
+        # each end from the claim it bounds: the low end with a's failures against a, the high end with b's against b
+        low = _finite(mean_up - bonferroni_half_width(sd_up, n_up, m, alpha)) if n_up >= 2 else None
+        high = _finite(mean_down + bonferroni_half_width(sd_down, n_down, m, alpha)) if n_down >= 2 else None
         n = len(set(a.values) & set(b.values))
         verdict, note = TIED, ""
         if holm_i <= alpha:
@@ -178,11 +179,15 @@ def judge_family(arms: list[Arm], alpha: float = ALPHA) -> list[PairJudgment]:
                 verdict, note = TIED, f"{loser_claims[0].name} fails more often than {loser_claims[1].name}"
         if n < 2:
             note = note or "fewer than two paired seeds: no interval"
-        judged.append(PairJudgment(a=a.name, b=b.name, kind=kind, mean=mean, low=low if low is None or not
-                                   math.isnan(low) else None, high=high if high is None or not math.isnan(high)
-                                   else None, n=n, df=n - 1 if n >= 2 else None, p=float(p_i), p_holm=float(holm_i),
-                                   verdict=verdict, note=note))
+        judged.append(PairJudgment(a=a.name, b=b.name, kind=kind, mean=mean, low=low, high=high, n=n,
+                                   df=n - 1 if n >= 2 else None, p=float(p_i), p_holm=float(holm_i), verdict=verdict,
+                                   note=note))
     return judged
+
+
+def _finite(value) -> float | None:
+    value = float(value)
+    return value if math.isfinite(value) else None
 
 
 def verdict_word(judged: PairJudgment) -> str:
