@@ -258,7 +258,7 @@ def _add_compare(sub) -> None:
                  "STS test average, with Holm's family-wise error control over every pair; the table, the pairwise "
                  "verdicts and compare_summary.json follow.", """
 raycse compare --space simcse --space focal
-raycse compare --space simcse --space focal --space dclr --budget cpu --experiment losses-cpu
+raycse compare --space focal --space imsimcse --space barlow --budget cpu --experiment losses-cpu
 raycse compare --space simcse --space focal --state runs/compare     # every store in one folder""")
     p.add_argument("--space", required=True, action="append", metavar="SPACE", help="a search-space file (one loss), "
                    "given once per loss, at least twice (required; `raycse spaces` lists the shipped ones)")

@@ -75,10 +75,22 @@ def loss_experiment(name: str, label: str) -> str:
     return f"{name}-{label}"
 
 
+def budgets_to_check(budget: str) -> tuple[str, ...]:
+    """The budgets a comparison may run under: the one named; for "auto", this machine's (a GPU: full) when Ray
+    runs here, both when it joins a cluster (RAY_ADDRESS), whose resources only it knows."""
+    if budget != "auto":
+        return (budget,)
+    if os.environ.get("RAY_ADDRESS"):
+        return ("cpu", "full")
+    import torch
+
+    return ("full",) if torch.cuda.is_available() else ("cpu",)
+
+
 def check_comparison(spaces: list[SearchSpace], options: SearchOptions) -> list[str]:
     """The labels of the spaces, after every check that needs nothing started: at least two spaces, no space twice,
     one loss per space, a confirmation stage in each, the same model, corpus and objective, and the same budget
-    under every budget the comparison may run ("auto": both). A ConfigError naming the culprit otherwise."""
+    under every budget the comparison may run (`budgets_to_check`). A ConfigError naming the culprit otherwise."""
     if len(spaces) < 2:
         raise ConfigError.at("space", f"a comparison needs at least two spaces, got {len(spaces)}")
     labels = [label_of(space) for space in spaces]
@@ -103,7 +115,7 @@ def check_comparison(spaces: list[SearchSpace], options: SearchOptions) -> list[
                                               "comparison trains every loss on the same model, corpus and objective)")
     from raycse.driver.plan import search_plan
 
-    for budget in (("cpu", "full") if options.budget == "auto" else (options.budget,)):
+    for budget in budgets_to_check(options.budget):
         plans = [search_plan(space, options, budget) for space in spaces]
         for plan in plans:
             if plan.confirm is None:
