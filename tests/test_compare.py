@@ -158,14 +158,16 @@ def test_compare_two_losses_judged_on_shared_seeds(tmp_path, tiny_bert_dir, caps
         ray.shutdown()
     out = capsys.readouterr().out
     assert code == 0, out[-3000:]
-    print(out[out.index("Comparison 'compare-simcse-focal'"):])  # the sample in docs/compare.md
+    with capsys.disabled():  # the answer as printed (pytest -s shows it)
+        print(out[out.index("Comparison 'compare-simcse-focal' ("):])
     summary = json.loads((tmp_path / "out" / "compare_summary.json").read_text())
     m = summary["family"]["comparisons"]
+    flat = " ".join(out.split())  # the prose is wrapped
     for words in ("Test tasks (Spearman x100; mean ± std over the judging seeds):", "STS12", "SICK-R", "Avg.",
                   "2 trials of 4 steps", "Pairwise differences", "Holm step-down", "Bonferroni-adjusted",
                   f"adjusted interval ({100 * (1 - 0.05 / m):.1f}% each)", "simcse - focal",
-                  "demonstration of the mechanism"):
-        assert words in out, words
+                  "demonstration of the mechanism", "judged on the same fresh seeds 43-45 (n = 3)"):
+        assert words in flat, words
     for loss in ("simcse", "focal"):  # a search may choose its published point: then it is judged once
         chose_published = summary["losses"][loss]["winner"] == summary["losses"][loss]["published"]
         assert (f"{loss} (tuned winner = published point)" in out) == chose_published
@@ -233,3 +235,34 @@ def test_the_simulation_holds_its_error_rate_and_finds_a_large_difference():
     assert null["bias_naive_search_figures"]["mean_over_pairs"] > 2.0  # best of 16 noisy runs, quoted as is
     strong = sim.simulate(rng, 2000, (3, 0, 0), 0.0, False, 18)
     assert strong["power_per_true_difference"]["rate"] > 0.95
+
+
+def test_the_printed_answer_states_each_arm_and_each_verdict_with_its_interval_and_n():
+    from raycse.records import SEVEN_TASKS, TEST_KEYS
+    from raycse.reporting.compare_table import format_comparison
+
+    seeds = list(range(46, 52))
+    arms = [Arm("simcse", TUNED, {s: 76.0 + 0.1 * (s % 3) for s in seeds}),
+            Arm("focal", TUNED, {s: 78.0 + 0.1 * (s % 2) for s in seeds})]
+    pairs = comparison.judge_family(arms)
+    figure = {"mean": 77.0, "std": 0.12, "n": 6}
+    summary = {
+        "comparison": "cmp", "budget": "full", "objective": "stsb_dev", "model": "m", "corpus": "c",
+        "judged_figure": "the seven-task STS test average", "tasks": list(SEVEN_TASKS),
+        "seeds": {"search": 42, "choose": [43, 44, 45], "judge": seeds},
+        "budget_per_loss": {"trials": 16, "max_steps": None, "epochs": 1, "top_k": 3, "choose_seeds": 3,
+                            "judge_seeds": 6},
+        "family": {"comparisons": 1, "alpha": 0.05, "verdicts": "Holm step-down on paired t p-values",
+                   "intervals": "Bonferroni-adjusted paired t", "interval_confidence": 0.95},
+        "losses": {"simcse": {"experiment": "cmp-simcse"}, "focal": {"experiment": "cmp-focal"}},
+        "arms": [{"name": a.name, "loss": a.loss, "role": a.role, "params": {"tau": 0.05}, "failed": 0, "ran": 6,
+                  "test": {task: figure for task in TEST_KEYS}} for a in arms],
+        "pairs": [p.to_dict() for p in pairs]}
+    text = format_comparison(summary)
+    assert "simcse (tuned winner)" in text and "focal (tuned winner)" in text and "77.00 ± 0.12" in text
+    assert "16 trials of 1 epoch(s), top 3 on 3 seeds" in text and "CPU budget" not in text
+    pair = pairs[0]
+    row = next(line for line in text.splitlines() if line.strip().startswith("simcse - focal"))
+    assert f"[{pair.low:+.2f}, {pair.high:+.2f}]" in row and " 6 " in row and "simcse worse than focal" in row
+    design = text.split("\n\n", 1)[0].splitlines()  # the prose wraps
+    assert len(design) > 1 and max(map(len, design)) <= 116

@@ -4,6 +4,9 @@ average, n, the budget it got), and under it the family of pairwise differences 
 and verdicts."""
 from __future__ import annotations
 
+import functools
+import textwrap
+
 from raycse.records import TEST_LABELS
 from raycse.reporting.tables import fmt_params, table
 from raycse.stats import format_std
@@ -67,6 +70,7 @@ def format_comparison(summary: dict) -> str:
     judge = seeds.get("judge") or []
     family = summary["family"]
     budget = summary.get("budget_per_loss") or {}
+    wrap = functools.partial(textwrap.fill, width=116, break_on_hyphens=False, break_long_words=False)
     lines = [
         f"Comparison {summary['comparison']!r} ({summary['budget']} budget; {summary.get('model')}, "
         f"{summary.get('corpus')}; objective {summary['objective']}): each loss searched with the same budget "
@@ -88,5 +92,6 @@ def format_comparison(summary: dict) -> str:
         lines.append("CPU budget: a demonstration of the mechanism, not a decision.")
     lines.append("Each loss's search is its own experiment: " + ", ".join(
         f"{label}: {facts['experiment']}" for label, facts in summary["losses"].items())
-        + f" (raycse report, raycse export; or raycse export {summary['comparison']} --loss LOSS DIR).")
-    return "\n".join(lines)
+        + f" (raycse report, raycse export; or raycse export {summary['comparison']} DIR --loss LOSS).")
+    prose = (0, 5, len(lines) - 1)  # the design, the family's sentence, where each loss's search is
+    return "\n".join(wrap(line) if i in prose else line for i, line in enumerate(lines))
