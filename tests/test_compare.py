@@ -25,17 +25,17 @@ space:
   {param}: {{type: loguniform, low: 0.02, high: 0.2}}
 published: {{{param}: 0.05}}
 search: {{num_samples: {num_samples}, seed: 0, test_eval: best, scheduler: {{name: fifo}},
-         confirm: {{top_k: 1, judge_seeds: {judge_seeds}}}}}
+         confirm: {confirm}}}
 resources: {{workers: 1, cpus_per_worker: 1}}
 """
 
 
 def write_loss_space(folder: Path, model, loss: str, objective: str = "stsb_dev", num_samples: int = 2,
-                     judge_seeds: int = 3, name: str | None = None) -> Path:
+                     confirm: str = "{top_k: 1, judge_seeds: 3}", name: str | None = None) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name or loss}.yaml"
     path.write_text(SPACE.format(model=model, objective=objective, loss=loss, param="tau",
-                                 num_samples=num_samples, judge_seeds=judge_seeds))
+                                 num_samples=num_samples, confirm=confirm))
     return path
 
 
@@ -148,8 +148,10 @@ def test_compare_two_losses_judged_on_shared_seeds(tmp_path, tiny_bert_dir, caps
     monkeypatch.chdir(tmp_path)
     objective = small_dev_file(tmp_path)
     spaces = tmp_path / "spaces"
-    simcse = write_loss_space(spaces, tiny_bert_dir, "simcse", objective=objective)
-    focal = write_loss_space(spaces, tiny_bert_dir, "focal", objective=objective)
+    # both search-stage trials go on to a choosing block (seed 43); the winners are judged on 44 and 45
+    confirm = "{top_k: 2, choose_seeds: 1, judge_seeds: 2}"
+    simcse = write_loss_space(spaces, tiny_bert_dir, "simcse", objective=objective, confirm=confirm)
+    focal = write_loss_space(spaces, tiny_bert_dir, "focal", objective=objective, confirm=confirm)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     try:
         code = main(["compare", "--space", str(simcse), "--space", str(focal), "--budget", "cpu",
@@ -166,7 +168,8 @@ def test_compare_two_losses_judged_on_shared_seeds(tmp_path, tiny_bert_dir, caps
     for words in ("Test tasks (Spearman x100; mean ± std over the judging seeds):", "STS12", "SICK-R", "Avg.",
                   "2 trials of 4 steps", "Pairwise differences", "Holm step-down", "Bonferroni-adjusted",
                   f"adjusted interval ({100 * (1 - 0.05 / m):.1f}% each)", "simcse - focal",
-                  "demonstration of the mechanism", "judged on the same fresh seeds 43-45 (n = 3)"):
+                  "demonstration of the mechanism", "choosing seed 43",
+                  "judged on the same fresh seeds 44-45 (n = 2)", "2 trials of 4 steps, top 2 on 1 seed"):
         assert words in flat, words
     for loss in ("simcse", "focal"):  # a search may choose its published point: then it is judged once
         chose_published = summary["losses"][loss]["winner"] == summary["losses"][loss]["published"]
@@ -174,25 +177,26 @@ def test_compare_two_losses_judged_on_shared_seeds(tmp_path, tiny_bert_dir, caps
         assert (f"{loss} - {loss} (published)" in out) == (not chose_published)
 
     seeds = summary["seeds"]
-    assert seeds["search"] == 42 and seeds["choose"] == [] and seeds["judge"] == [43, 44, 45]
-    assert summary["budget_per_loss"]["trials"] == 2 and summary["budget_per_loss"]["judge_seeds"] == 3
+    assert seeds["search"] == 42 and seeds["choose"] == [43] and seeds["judge"] == [44, 45]
+    assert summary["budget_per_loss"]["trials"] == 2 and summary["budget_per_loss"]["judge_seeds"] == 2
+    assert summary["budget_per_loss"]["top_k"] == 2 and summary["budget_per_loss"]["choose_seeds"] == 1
     tuned = [arm for arm in summary["arms"] if arm["role"] == "tuned"]
     assert sorted(arm["loss"] for arm in tuned) == ["focal", "simcse"]
     for arm in summary["arms"]:  # every arm on the very same judging seeds, none of them a seed that chose
         assert sorted(map(int, arm["seeds"])) == seeds["judge"]
         assert not set(map(int, arm["seeds"])) & {seeds["search"], *seeds["choose"]}
-        assert arm["test"]["avg"]["n"] == 3 - arm["failed"]
+        assert arm["test"]["avg"]["n"] == 2 - arm["failed"]
         assert all(arm["test"][task]["mean"] is not None for task in summary["tasks"])
     pairs = summary["pairs"]
     assert m == len(pairs) == 1 + len([a for a in summary["arms"] if a["role"] == "published"])
     assert pairs[0]["a"] == "simcse" and pairs[0]["b"] == "focal"
     for pair in pairs:
-        assert pair["n"] == 3 and pair["df"] == 2 and pair["verdict"] in ("better", "worse", "not distinguishable")
+        assert pair["n"] == 2 and pair["df"] == 1 and pair["verdict"] in ("better", "worse", "not distinguishable")
         assert pair["low"] <= pair["high"] and pair["p"] <= pair["p_holm"] <= 1
         # the interval is the Bonferroni-adjusted paired t interval over the arms' own per-seed figures
         a, b = (next(x for x in summary["arms"] if x["name"] == name) for name in (pair["a"], pair["b"]))
         diffs = np.array([a["seeds"][s] - b["seeds"][s] for s in a["seeds"]])
-        half = scipy_stats.t.ppf(1 - 0.05 / (2 * m), 2) * diffs.std(ddof=1) / math.sqrt(3)
+        half = scipy_stats.t.ppf(1 - 0.05 / (2 * m), 1) * diffs.std(ddof=1) / math.sqrt(2)
         assert math.isclose(pair["high"] - pair["low"], 2 * half, rel_tol=1e-6)
         assert math.isclose(pair["mean"], diffs.mean(), rel_tol=1e-9, abs_tol=1e-9)
 
@@ -210,8 +214,9 @@ def test_compare_two_losses_judged_on_shared_seeds(tmp_path, tiny_bert_dir, caps
         loss_experiment = client.get_experiment_by_name(f"compare-simcse-focal-{loss}")
         parent_run = client.get_run(child.data.tags["raycse.loss_parent_run"])
         assert parent_run.info.experiment_id == loss_experiment.experiment_id
-        judge = client.search_runs([loss_experiment.experiment_id], "tags.`raycse.stage` = 'judge'")
-        assert sorted({int(r.data.tags["raycse.seed"]) for r in judge}) == [43, 44, 45]
+        for stage, expected in (("search", [42]), ("choose", [43]), ("judge", [44, 45])):
+            runs = client.search_runs([loss_experiment.experiment_id], f"tags.`raycse.stage` = '{stage}'")
+            assert sorted({int(r.data.tags["raycse.seed"]) for r in runs}) == expected, stage
     logged = client.download_artifacts(parents[0].info.run_id, "compare_summary.json", str(tmp_path))
     assert json.loads(Path(logged).read_text())["pairs"] == pairs
 

@@ -22,12 +22,19 @@ def _signed(value: float | None) -> str:
     return "-" if value is None else f"{value:+.2f}"
 
 
+def _seeds(seeds: list[int]) -> str:
+    """'seed 43', 'seeds 44-45' (consecutive by construction: raycse.driver.decision.seed_blocks)."""
+    if not seeds:
+        return "seeds -"
+    return f"seed {seeds[0]}" if len(seeds) == 1 else f"seeds {seeds[0]}-{seeds[-1]}"
+
+
 def _budget(budget: dict | None) -> str:
     if not budget:
         return "-"
     steps = f"{budget['max_steps']} steps" if budget.get("max_steps") else f"{budget.get('epochs')} epoch(s)"
-    choose = (f", top {budget['top_k']} on {budget['choose_seeds']} seeds" if budget.get("top_k", 1) > 1
-              else "")
+    n = budget.get("choose_seeds", 0)
+    choose = f", top {budget['top_k']} on {n} seed{'s' if n != 1 else ''}" if budget.get("top_k", 1) > 1 else ""
     return f"{budget['trials']} trials of {steps}{choose}"
 
 
@@ -75,9 +82,9 @@ def format_comparison(summary: dict) -> str:
         f"Comparison {summary['comparison']!r} ({summary['budget']} budget; {summary.get('model')}, "
         f"{summary.get('corpus')}; objective {summary['objective']}): each loss searched with the same budget "
         f"({_budget(budget)}; search seed {seeds.get('search')}"
-        + (f", choosing seeds {seeds['choose'][0]}-{seeds['choose'][-1]}" if seeds.get("choose") else "")
-        + f"), then every tuned winner and published point judged on the same fresh seeds "
-        f"{judge[0] if judge else '-'}-{judge[-1] if judge else '-'} (n = {len(judge)}), on "
+        + (f", choosing {_seeds(seeds['choose'])}" if seeds.get("choose") else "")
+        + f"), then every tuned winner and published point judged on the same fresh {_seeds(judge)} "
+        f"(n = {len(judge)}), on "
         f"{summary['judged_figure']}: data that chose nothing.",
         "",
         "Test tasks (Spearman x100; mean ± std over the judging seeds):",
