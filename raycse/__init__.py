@@ -4,6 +4,7 @@ The Python API, which the command line (`raycse --help`) is a thin layer over:
 
     raycse.search(space, **options)        a Ray Tune + Optuna search over a space file -> SearchOutcome
     raycse.load(experiment)                a finished search's SearchOutcome, read back from MLflow
+    raycse.compare([space, space, ...])   losses searched with one budget, judged together -> ComparisonOutcome
     raycse.plan(space, step_ms=..., gpus=...)   what a search would run and cost, nothing run -> DryRun
     raycse.status(experiment)              where a running (or finished) search stands -> SearchStatus
     raycse.train(output_dir=..., loss=...) one training -> TrainResult
@@ -16,8 +17,8 @@ embeddings. Importing raycse is cheap: the heavy libraries (torch, Ray, MLflow) 
 use them.
 """
 
-from raycse.api import evaluate, export, load, plan, report, search, status, train
+from raycse.api import compare, evaluate, export, load, plan, report, search, status, train
 from raycse.errors import ConfigError
 
 __version__ = "0.1.0"
-__all__ = ["ConfigError", "evaluate", "export", "load", "plan", "report", "search", "status", "train"]
+__all__ = ["ConfigError", "compare", "evaluate", "export", "load", "plan", "report", "search", "status", "train"]

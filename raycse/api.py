@@ -38,6 +38,7 @@ from raycse.tracking.stores import resolve_tracking_uri, state_layout
 
 if TYPE_CHECKING:
     from raycse.bench.dry_run import DryRun
+    from raycse.driver.compare import ComparisonOutcome
     from raycse.driver.outcome import SearchOutcome
     from raycse.exporting import ExportResult
     from raycse.reporting.status import SearchStatus
@@ -113,6 +114,7 @@ EXPORT_OPTIONS = (
     Option("tracking_uri", str, None, TRACKING_HELP),
     Option("push_to_hub", str, None, "then upload the folder to this Hugging Face Hub repository (OWNER/NAME)"),
     Option("private", bool, False, "with --push-to-hub: create the repository private"),
+    Option("loss", str, None, "EXPERIMENT is a comparison (raycse compare): export this loss's tuned winner"),
 )
 
 REPORT_OPTIONS = (
@@ -189,6 +191,49 @@ def _search_inputs(space, given: dict[str, Any]) -> tuple[SearchSpace, dict[str,
     values.update(tracking_uri=uri, optuna_storage=layout.optuna_storage, storage_path=layout.storage_path,
                   state=state, artifact_location=layout.artifacts_for(uri), store_flags=named_by)
     return space, values
+
+
+COMPARE_OPTIONS = tuple(option for option in SEARCH_OPTIONS
+                        if option.name not in ("confirm", "resume", "experiment")) + (
+    Option("experiment", str, None, "the comparison's name: its MLflow experiment; each loss's search is the "
+           "experiment NAME-LOSS (default: compare-LOSS1-LOSS2...)"),
+    Option("output_dir", str, "compare", "where compare_summary.json goes", path=True),
+)
+
+
+def compare(spaces: list[str | os.PathLike | SearchSpace], *, num_samples: int | None = None,
+            max_concurrent: int | None = None, seed: int | None = None, choose_seeds: int | None = None,
+            judge_seeds: int | None = None, tracking_uri: str | None = None, optuna_storage: str | None = None,
+            storage_path: str | None = None, state: str | None = None, budget: str = "auto",
+            experiment: str | None = None, output_dir: str = "compare",
+            log: Callable[[str], None] | None = None) -> ComparisonOutcome:
+    """Compare losses fairly: each space (one loss each) searched with the same budget, then every loss's tuned
+    winner and published point judged together on the same fresh seeds, on the seven-task test average, with
+    Holm's family-wise error control over every comparison (docs/compare.md). Returns the `ComparisonOutcome`:
+    `.summary` (compare_summary.json's contents: the arms' figures and `pairs`, each with its adjusted interval,
+    n and verdict), `.searches` (each loss's `SearchOutcome`), `.parent_run_id`. The options are `raycse compare`'s.
+    Every space and option is checked before anything starts (a ConfigError otherwise)."""
+    from pathlib import Path
+
+    if isinstance(spaces, (str, os.PathLike)) or not isinstance(spaces, (list, tuple)):
+        raise ConfigError.at("space", f"must be a list of space files, got {shown(spaces)}")
+    given = dict(locals())
+    values = _checked(COMPARE_OPTIONS, {option.name: given[option.name] for option in COMPARE_OPTIONS})
+    name, out = values.pop("experiment"), values.pop("output_dir")
+    loaded, options = [], None
+    for space in spaces:
+        space, options = _search_inputs(space, {**values, "confirm": True, "resume": False, "experiment": None})
+        loaded.append(space)
+    from raycse.driver.compare import check_comparison, label_of, run_comparison
+    from raycse.driver.state import SearchOptions, say
+
+    if not loaded:
+        raise ConfigError.at("space", "a comparison needs at least two spaces, got 0")
+    options = SearchOptions(**options, comparison=True)
+    check_comparison(loaded, options)
+    name = check_name("experiment", name if name is not None else "compare-" + "-".join(map(label_of, loaded)))
+    out_dir = check_writable_dir("output_dir", out)
+    return run_comparison(loaded, options, name, Path(out_dir), log=log or say)
 
 
 def plan(space: str | os.PathLike | SearchSpace, *, step_ms: float | None = None, gpus: int | None = None,
@@ -389,18 +434,19 @@ def status(experiment: str, *, tracking_uri: str | None = None) -> SearchStatus:
 
 # ------------------------------------------------------------------------------------------------- export
 def export(experiment: str, folder: str | os.PathLike, *, tracking_uri: str | None = None,
-           push_to_hub: str | None = None, private: bool = False) -> ExportResult:
+           push_to_hub: str | None = None, private: bool = False, loss: str | None = None) -> ExportResult:
     """Write the winner of an experiment's latest search to `folder` (new, or empty) as a sentence-transformers
     model folder with its model card (README.md); with `push_to_hub=OWNER/NAME`, upload it too. Returns the
     `ExportResult` (the folder, the parent run, the card) and, when pushed, its `.url`. Reads the store, creates
-    none; nothing is written before the store, the experiment and the folder have been checked."""
+    none; nothing is written before the store, the experiment and the folder have been checked. With `loss`, the
+    experiment is a comparison's (`raycse.compare`) and that loss's tuned winner is exported."""
     from raycse.exporting import check_repo_id, check_target
 
     check_name("experiment", experiment)
     if not isinstance(folder, (str, os.PathLike)):
         raise ConfigError.at("dir", f"must be a folder's path, got {shown(folder)}")
     values = _checked(EXPORT_OPTIONS, {"tracking_uri": tracking_uri, "push_to_hub": push_to_hub,
-                                       "private": private})
+                                       "private": private, "loss": loss})
     if values["push_to_hub"] is not None:
         check_repo_id(values["push_to_hub"])
     out_dir = check_writable_dir("dir", os.fspath(folder))
@@ -408,6 +454,10 @@ def export(experiment: str, folder: str | os.PathLike, *, tracking_uri: str | No
     uri = resolve_tracking_uri(values["tracking_uri"], must_exist=True)
     from raycse import exporting
 
+    if values["loss"] is not None:  # a comparison: the loss's own search, an experiment of its own
+        from raycse.driver.compare import comparison_loss_experiment
+
+        experiment = comparison_loss_experiment(uri, experiment, values["loss"])
     result = exporting.export_winner(uri, experiment, out_dir, model_id=values["push_to_hub"])
     if values["push_to_hub"] is not None:
         result.url = exporting.push_to_hub(result.folder, values["push_to_hub"], private=values["private"])

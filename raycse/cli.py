@@ -250,6 +250,31 @@ def _cmd_dry_run(args) -> int:
     return EXIT_OK
 
 
+# ------------------------------------------------------------------------------------------- compare
+def _add_compare(sub) -> None:
+    p = _command(sub, "compare", "compare losses fairly: each searched with the same budget, judged together",
+                 "Each space (one loss each) runs its search and choosing stages with the same budget; then every "
+                 "loss's tuned winner and published point are judged on the same fresh seeds, on the seven-task "
+                 "STS test average, with Holm's family-wise error control over every pair; the table, the pairwise "
+                 "verdicts and compare_summary.json follow.", """
+raycse compare --space simcse --space focal
+raycse compare --space focal --space imsimcse --space barlow --budget cpu --experiment losses-cpu
+raycse compare --space simcse --space focal --state runs/compare     # every store in one folder""")
+    p.add_argument("--space", required=True, action="append", metavar="SPACE", help="a search-space file (one loss), "
+                   "given once per loss, at least twice (required; `raycse spaces` lists the shipped ones)")
+    _add_options(p, api.COMPARE_OPTIONS)
+    p.set_defaults(func=_cmd_compare, parser=p)
+
+
+def _cmd_compare(args) -> int:
+    from raycse.reporting.compare_table import format_comparison
+
+    outcome = api.compare(args.space, **_values(args, api.COMPARE_OPTIONS))
+    print(format_comparison(outcome.summary), flush=True)
+    print(f"MLflow: comparison {outcome.name!r}, parent run {outcome.parent_run_id}; summary: {outcome.summary_path}")
+    return EXIT_OK
+
+
 # ------------------------------------------------------------------------------------------- report
 def _add_report(sub) -> None:
     p = _command(sub, "report", "tables and plots of an MLflow experiment written by raycse search",
@@ -274,9 +299,10 @@ def _add_export(sub) -> None:
                  "with a model card (README.md)", "SentenceTransformer(DIR) loads the folder; --push-to-hub uploads "
                  "it.", """
 raycse export raycse-focal focal-model
-raycse export raycse-focal focal-model --push-to-hub me/focal-minilm --private""")
+raycse export raycse-focal focal-model --push-to-hub me/focal-minilm --private
+raycse export compare-simcse-focal focal-model --loss focal    # one loss's winner of a comparison""")
     p.add_argument("experiment", metavar="EXPERIMENT", help="the MLflow experiment name (the space file's "
-                   "'experiment', or search's --experiment)")
+                   "'experiment', or search's --experiment; with --loss, a comparison's)")
     p.add_argument("dir", metavar="DIR", help="the folder to write (new, or empty)")
     _add_options(p, api.EXPORT_OPTIONS)
     p.set_defaults(func=_cmd_export, parser=p)
@@ -385,6 +411,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_eval(sub)
     _add_train(sub)
     _add_search(sub)
+    _add_compare(sub)
     _add_report(sub)
     _add_export(sub)
     _add_listings(sub)

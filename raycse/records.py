@@ -27,6 +27,10 @@ CHECKPOINT_TAG = "raycse.checkpoint"  # on a child run: its last Tune checkpoint
 ERROR_TAG = "raycse.error"  # on a failed or diverged run: the reason, one line
 OUTPUT_DIR_TAG = "raycse.output_dir"  # on a `raycse train` run: its output directory (finds it on --resume)
 LOSS_TAG = "raycse.loss"  # on a `raycse train` run: the loss
+COMPARE_TAG = "raycse.compare"  # on a comparison's parent run (`raycse compare`): the comparison's name
+COMPARE_LOSS_TAG = "raycse.compare_loss"  # on a comparison's child run: the loss it stands for (its space's name)
+LOSS_SEARCH_TAG = "raycse.loss_search"  # on a comparison's child run: the experiment of that loss's search
+LOSS_PARENT_RUN_TAG = "raycse.loss_parent_run"  # on a comparison's child run: that search's parent run
 
 TRAIN_EXPERIMENT = "raycse-train"  # the MLflow experiment of `raycse train`
 RAY_TRIAL_ID = "ray_trial_id"  # the Optuna user attribute holding a trial's Ray trial id
@@ -63,6 +67,8 @@ TRIAL_ID = "trial_id"
 BASELINE_OBJECTIVE = "baseline_objective"  # metric on the parent run
 BEST_OBJECTIVE_STD = "best_objective_std"  # metric on the parent run: the winner's std over its judging seeds
 WINNER_MINUS_PUBLISHED = "winner_minus_published"  # metric on the parent run: the paired dev difference
+
+DIFF_PREFIX = "diff/"  # metrics on a comparison's parent run: diff/A - B, the paired difference on the test average
 
 # A loss's own statistics (DCLR's removed fraction, say) under one namespace, so that both commands log any
 # loss's statistics without a list of names to keep up to date.

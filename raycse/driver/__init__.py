@@ -1,6 +1,8 @@
 """The search driver behind `raycse search` and `raycse.search()`: a conductor that runs a list of stages.
 
     run.py          the conductor: the stages in order, each timed; `run_search`
+    compare.py      `raycse compare`: one search per loss with the same budget, then the family judged together
+    comparison.py   the family-wise judgment of a comparison (Holm verdicts, Bonferroni-adjusted intervals): pure
     state.py        what the stages share: the options, the plan, the stores, and each stage's typed products
     stages/         one module per stage (setup, baseline, tokenize, stage 0, search, confirm, test, record, report)
     outcome.py      the typed records a search produces (trials, confirmed configurations, the outcome)

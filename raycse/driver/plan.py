@@ -49,6 +49,9 @@ def search_plan(space: SearchSpace, options, budget: str) -> SearchSpace:
                  if getattr(options, name) is not None}
         if seeds:
             changes["confirm"] = dataclasses.replace(plan.confirm or Confirm(), **seeds)
+        confirm = changes.get("confirm", plan.confirm)
+        if getattr(options, "comparison", False) and confirm is not None:  # one loss of `raycse compare`
+            changes["confirm"] = dataclasses.replace(confirm, test_seeds=None, looks=(confirm.judge_seeds,))
     return dataclasses.replace(plan, **changes)
 
 

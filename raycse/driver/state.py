@@ -56,6 +56,9 @@ class SearchOptions:
     # (None: raycse's training, raycse.driver.trial.run_trial). benchmarks/scale.py measures the driver at scale with
     # a stand-in that replays a dev curve (raycse.bench.simulated_trial).
     trial_stand_in: Any = None
+    # One loss of `raycse compare`: judging on fixed seeds (one look, no early stop: the comparison's family is
+    # judged at once), every judging seed scored on the test tasks (the judged figure of every comparison).
+    comparison: bool = False
 
 
 class PhaseClock:

@@ -1,6 +1,7 @@
 """`raycse report EXPERIMENT`: the tables and the one-page HTML report of a search.
 
     tables.py  the tables and the printed summary, from the summary file and the trial rows (no I/O)
+    compare_table.py  what `raycse compare` prints, from compare_summary.json (no I/O)
     load.py    reading a search back through the Tracker: summary, trial rows, the Optuna study
     page.py    the HTML page: the tables and the plots
     plots.py   the plots: interactive plotly figures on the page, matplotlib PNGs beside it

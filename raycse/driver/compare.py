@@ -1,0 +1,298 @@
+"""The conductor of `raycse compare`: one search per loss with the same budget, then every loss's winner (and each
+loss's published point) judged together on the same judging seeds (raycse/driver/comparison.py).
+
+Each loss's search is an ordinary search (raycse/driver/run.py: setup, baseline, search, choose, judge, test,
+record, report), in an MLflow experiment of its own named COMPARISON-LABEL, so that `raycse report`, `raycse load`
+and `raycse export` read it as they read any search. Two settings make the searches of a comparison one design:
+
+- the budget: every space runs the same trials, steps, choosing block and judging seeds (checked before anything
+  starts: spaces that disagree are refused);
+- the judging: one look on fixed seeds, every judging seed scored on the seven test tasks (SearchOptions.comparison).
+  The judging seeds follow from the base seed and the budget alone (raycse.driver.decision.seed_blocks), so every
+  loss is judged on the very same seeds, none of which chose anything; the conductor checks it.
+
+Sequential looks are not used across the family: a loss's judging block may stop early only for its own judgment,
+which would leave the family's pairs on different seeds; boundaries for Holm's step-down over looks are not built.
+
+The comparison's own record is an MLflow parent run in the experiment COMPARISON, with one child run per loss
+search (tags in raycse/records.py), and compare_summary.json (on the parent run and in the output folder).
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from raycse.driver import comparison
+from raycse.driver.outcome import SearchOutcome
+from raycse.driver.state import SearchOptions, say
+from raycse.errors import ConfigError
+from raycse.records import (
+    BUDGET_TAG,
+    COMPARE_LOSS_TAG,
+    COMPARE_TAG,
+    DIFF_PREFIX,
+    FINISHED,
+    JUDGE,
+    LOSS_PARENT_RUN_TAG,
+    LOSS_SEARCH_TAG,
+    SEVEN_TASKS,
+    TEST_KEYS,
+)
+from raycse.settings.space import SearchSpace
+
+COMPARE_SUMMARY_FILE = "compare_summary.json"
+AGREE_ON = ("model", "corpus", "sup_data", "objective", "objective_columns", "max_sentences")
+SAME_BUDGET = (("num_samples", lambda p: p.num_samples), ("max_steps", lambda p: p.base.max_steps),
+               ("epochs", lambda p: p.base.epochs), ("seed", lambda p: p.base.seed),
+               ("top_k", lambda p: p.confirm.top_k), ("choose_seeds", lambda p: p.confirm.choose_seeds),
+               ("judge_seeds", lambda p: p.confirm.judge_seeds))
+JUDGED = "the seven-task STS test average"
+
+
+@dataclass
+class ComparisonOutcome:
+    """A finished comparison: its name, parent run, each loss's search outcome, and the family's judgment."""
+
+    name: str
+    parent_run_id: str
+    searches: dict[str, SearchOutcome]
+    pairs: list[comparison.PairJudgment]
+    summary: dict[str, Any] = field(default_factory=dict)
+    summary_path: str = ""
+
+
+def label_of(space: SearchSpace) -> str:
+    """A loss's name in the comparison: its space file's name (focal.yaml: focal)."""
+    return Path(space.path).stem
+
+
+def loss_experiment(name: str, label: str) -> str:
+    return f"{name}-{label}"
+
+
+def budgets_to_check(budget: str) -> tuple[str, ...]:
+    """The budgets a comparison may run under: the one named; for "auto", this machine's (a GPU: full) when Ray
+    runs here, both when it joins a cluster (RAY_ADDRESS), whose resources only it knows."""
+    if budget != "auto":
+        return (budget,)
+    if os.environ.get("RAY_ADDRESS"):
+        return ("cpu", "full")
+    import torch
+
+    return ("full",) if torch.cuda.is_available() else ("cpu",)
+
+
+def check_comparison(spaces: list[SearchSpace], options: SearchOptions) -> list[str]:
+    """The labels of the spaces, after every check that needs nothing started: at least two spaces, no space twice,
+    one loss per space, a confirmation stage in each, the same model, corpus and objective, and the same budget
+    under every budget the comparison may run (`budgets_to_check`). A ConfigError naming the culprit otherwise."""
+    if len(spaces) < 2:
+        raise ConfigError.at("space", f"a comparison needs at least two spaces, got {len(spaces)}")
+    labels = [label_of(space) for space in spaces]
+    paths = [os.path.realpath(space.path) for space in spaces]
+    for i, (label, path) in enumerate(zip(labels, paths)):
+        if label in labels[:i] or path in paths[:i]:
+            raise ConfigError.at("space", f"{spaces[i].path!r} is given twice (or two files share the name "
+                                          f"{label!r}): each loss once")
+    for space in spaces:
+        if space.conditional:
+            raise ConfigError.at("space", f"{space.path!r} searches {len(space.families)} losses at once "
+                                          f"({', '.join(space.families)}): a comparison takes one loss per space")
+        if space.confirm is None:
+            raise ConfigError.at("space", f"{space.path!r} has no confirmation stage (search.confirm: null): a "
+                                          "comparison judges each loss's winner on fresh seeds")
+    first = spaces[0]
+    for space in spaces[1:]:
+        for key in AGREE_ON:
+            if getattr(space.base, key) != getattr(first.base, key):
+                raise ConfigError.at("space", f"the spaces disagree on {key}: {getattr(first.base, key)!r} in "
+                                              f"{first.path!r}, {getattr(space.base, key)!r} in {space.path!r} (a "
+                                              "comparison trains every loss on the same model, corpus and objective)")
+    from raycse.driver.plan import search_plan
+
+    for budget in budgets_to_check(options.budget):
+        plans = [search_plan(space, options, budget) for space in spaces]
+        for plan in plans:
+            if plan.confirm is None:
+                raise ConfigError.at("space", f"{plan.path!r}: its {budget} budget has no confirmation stage")
+        for key, value in SAME_BUDGET:
+            for plan in plans[1:]:
+                if value(plan) != value(plans[0]):
+                    flag = f" (--{key.replace('_', '-')} sets it for every space)" if key in (
+                        "num_samples", "choose_seeds", "judge_seeds") else ""
+                    raise ConfigError.at("space", f"the spaces' {budget} budgets disagree on {key}: "
+                                                  f"{value(plans[0])!r} in {plans[0].path!r}, {value(plan)!r} in "
+                                                  f"{plan.path!r}: a comparison gives every loss the same budget"
+                                                  f"{flag}")
+        if plans[0].confirm.judge_seeds < 2:
+            raise ConfigError.at("judge_seeds", "a comparison needs at least 2 judging seeds (an interval)")
+    return labels
+
+
+def run_comparison(spaces: list[SearchSpace], options: SearchOptions, name: str, output_dir: Path,
+                   log: Callable[[str], None] = say) -> ComparisonOutcome:
+    """Check everything, then run each loss's search and judge the family; writes compare_summary.json."""
+    from raycse.driver.preflight import check_search
+    from raycse.tracking.tracker import Tracker
+
+    options = dataclasses.replace(options, comparison=True)
+    labels = check_comparison(spaces, options)
+    renamed = [dataclasses.replace(space, experiment=loss_experiment(name, label))
+               for space, label in zip(spaces, labels)]
+    for space in renamed:  # every search's stores, storage and inputs, before anything is created
+        check_search(space, options)
+    tracker = Tracker(options.tracking_uri, name, artifact_location=options.artifact_location)
+    parent = tracker.start_run(name, tags={COMPARE_TAG: name})
+    tracker.log_params(parent, {"losses": ",".join(labels), "budget": options.budget,
+                                "space_files": ",".join(os.path.basename(s.path) for s in spaces)})
+    try:
+        return _run(renamed, labels, options, name, output_dir, tracker, parent, log)
+    except BaseException:
+        tracker.end_run(parent, "KILLED")
+        raise
+
+
+def _run(renamed: list[SearchSpace], labels: list[str], options: SearchOptions, name: str, output_dir: Path,
+         tracker, parent: str, log: Callable[[str], None]) -> ComparisonOutcome:
+    from raycse.driver.plan import search_plan
+    from raycse.driver.run import finish, run_search
+
+    searches: dict[str, SearchOutcome] = {}
+    for number, (space, label) in enumerate(zip(renamed, labels), start=1):
+        log(f"Comparison {name!r}: loss {number} of {len(labels)}, {label} (experiment {space.experiment!r}).")
+        child = tracker.start_run(label, parent_run_id=parent,
+                                  tags={COMPARE_LOSS_TAG: label, LOSS_SEARCH_TAG: space.experiment})
+        outcome = run_search(space, dataclasses.replace(options, started_at=time.perf_counter()), log=log)
+        finish(outcome, options.tracking_uri)
+        searches[label] = outcome
+        tracker.set_tags(child, {LOSS_PARENT_RUN_TAG: outcome.parent_run_id})
+    tracker.set_tags(parent, {BUDGET_TAG: next(iter(searches.values())).budget})
+    arms, figures = judged_arms(searches)
+    pairs = comparison.judge_family(arms)
+    plan = search_plan(renamed[0], options, next(iter(searches.values())).budget)
+    summary = comparison_summary(name, searches, arms, figures, pairs, plan)
+    for label in searches:
+        _log_child(tracker, parent, label, summary)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    from raycse.files import write_json_atomic
+
+    path = output_dir / COMPARE_SUMMARY_FILE
+    write_json_atomic(path, summary)
+    tracker.log_dict(parent, summary, COMPARE_SUMMARY_FILE)
+    tracker.log_metrics(parent, {pair_metric(p["a"], p["b"]): p["mean"] for p in summary["pairs"]
+                                 if p["mean"] is not None})
+    tracker.end_run(parent, "FINISHED")
+    return ComparisonOutcome(name, parent, searches, pairs, summary, str(path))
+
+
+def pair_metric(a: str, b: str) -> str:
+    """The parent run's metric of a - b (MLflow's names take no parentheses): 'diff/focal - simcse'."""
+    return f"{DIFF_PREFIX}{a} - {b}".replace("(", "").replace(")", "")
+
+
+def _log_child(tracker, parent: str, label: str, summary: dict) -> None:
+    child = next(run.info.run_id for run in tracker.child_runs(parent)
+                 if run.data.tags.get(COMPARE_LOSS_TAG) == label)
+    arm = next(a for a in summary["arms"] if a["loss"] == label and a["role"] == comparison.TUNED)
+    metrics = {task: figure["mean"] for task, figure in arm["test"].items() if figure["mean"] is not None}
+    tracker.log_metrics(child, metrics)
+    tracker.log_params(child, {f"best.{k}": v for k, v in (arm["params"] or {}).items()})
+    tracker.end_run(child, "FINISHED")
+
+
+def judged_arms(searches: dict[str, SearchOutcome]) -> tuple[list[comparison.Arm], dict[str, dict]]:
+    """Each loss's tuned winner and published point as arms of the family (the test average of each judging seed;
+    None for a run that failed or diverged), and each arm's test figures and facts for the table."""
+    arms, facts = [], {}
+    seeds_seen = None
+    for label, outcome in searches.items():
+        judge_runs = [run for run in outcome.trials if run.stage == JUDGE]
+        seeds = sorted({run.seed for run in judge_runs})
+        if seeds_seen is not None and seeds != seeds_seen:
+            raise RuntimeError(f"the judging seeds of {label} ({seeds}) are not those of the other losses "
+                               f"({seeds_seen})")
+        seeds_seen = seeds
+        for role, key in ((comparison.TUNED, outcome.winner_key), (comparison.PUBLISHED, outcome.published_key)):
+            if key is None or (role == comparison.PUBLISHED and key == outcome.winner_key):
+                continue  # the search chose the published point: no second arm of the same runs
+            runs = [run for run in judge_runs if run.config_key == key]
+            if not runs:
+                continue
+            values = {run.seed: (run.test.get("avg") if run.status == FINISHED else None) for run in runs
+                      if run.status != FINISHED or "avg" in run.test}
+            arm = comparison.Arm(loss=label, role=role, values=values)
+            arms.append(arm)
+            facts[arm.name] = {"key": key, "params": outcome.configurations[key]["params"],
+                               "is_published": key == outcome.published_key,
+                               "family": outcome.configurations[key]["family"],
+                               "test": _test_figures(runs), "experiment": outcome.experiment}
+    return arms, facts
+
+
+def _test_figures(runs) -> dict[str, dict]:
+    from raycse import stats
+
+    figures = {}
+    for task in TEST_KEYS:
+        values = [run.test[task] for run in runs if run.status == FINISHED and task in run.test]
+        summary = stats.summarise(values) if values else None
+        figures[task] = {"mean": summary.mean if summary else None, "std": summary.std if summary else None,
+                         "n": summary.n if summary else 0}
+    return figures
+
+
+def comparison_summary(name: str, searches: dict[str, SearchOutcome], arms: list[comparison.Arm],
+                       facts: dict[str, dict], pairs: list[comparison.PairJudgment],
+                       plan: SearchSpace) -> dict[str, Any]:
+    """compare_summary.json: the design, each arm's figures, and the family's judgment (what the table prints)."""
+    first = next(iter(searches.values()))
+    method = first.decision.plan if first.decision is not None else None
+    seeds = method.seeds() if method is not None else None
+    loss_summary = first.summary
+    m = len(pairs)
+    return {
+        "comparison": name, "budget": first.budget, "objective": first.objective, "judged_figure": JUDGED,
+        "model": loss_summary.get("model"), "corpus": loss_summary.get("corpus"),
+        "tasks": list(SEVEN_TASKS),
+        "seeds": None if seeds is None else {"search": seeds.search, "choose": list(seeds.choose),
+                                             "judge": list(seeds.judge)},
+        "budget_per_loss": None if method is None else {
+            "trials": plan.num_samples, "max_steps": plan.base.max_steps, "epochs": plan.base.epochs,
+            "batch_size": plan.base.batch_size, "top_k": method.top_k,
+            "choose_seeds": method.choose_seeds if method.top_k > 1 else 0, "judge_seeds": method.judge_seeds},
+        "family": {"comparisons": m, "alpha": comparison.ALPHA, "verdicts": "Holm step-down on paired t p-values",
+                   "intervals": "Bonferroni-adjusted paired t",
+                   "interval_confidence": comparison.adjusted_confidence(m) if m else None,
+                   "looks": "one, on fixed seeds"},
+        "losses": {label: {"experiment": outcome.experiment, "parent_run_id": outcome.parent_run_id,
+                           "family": next(iter(outcome.configurations.values()))["family"]
+                           if outcome.configurations else None,
+                           "winner": outcome.winner_key, "published": outcome.published_key}
+                   for label, outcome in searches.items()},
+        "arms": [{"name": arm.name, "loss": arm.loss, "role": arm.role, **facts[arm.name],
+                  "seeds": {str(seed): value for seed, value in sorted(arm.values.items())},
+                  "failed": sum(1 for v in arm.values.values() if v is None), "ran": len(arm.values)}
+                 for arm in arms],
+        "pairs": [pair.to_dict() for pair in pairs],
+    }
+
+
+def comparison_loss_experiment(tracking_uri: str, name: str, loss: str) -> str:
+    """The experiment of one loss's search in the comparison `name` (its latest comparison run), for export."""
+    from raycse.tracking.tracker import Tracker
+
+    tracker = Tracker.existing(tracking_uri, name)
+    parents = tracker.runs(f"tags.`{COMPARE_TAG}` = '{name}'", order_by=["attributes.start_time DESC"])
+    if not parents:
+        raise ConfigError(f"{name!r} holds no comparison (raycse compare writes one)")
+    children = {run.data.tags.get(COMPARE_LOSS_TAG): run.data.tags.get(LOSS_SEARCH_TAG)
+                for run in tracker.child_runs(parents[0].info.run_id)}
+    if loss not in children:
+        raise ConfigError.at("loss", f"no loss {loss!r} in comparison {name!r} (its losses: "
+                                     f"{', '.join(sorted(k for k in children if k))})")
+    return children[loss]
