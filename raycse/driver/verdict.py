@@ -60,6 +60,9 @@ def verdict_sentences(d) -> list[str]:
                      "interval: not judged.")
     else:
         diff = format_interval(d.versus_published).replace("95% interval", "repeated 95% interval")
+        estimate = d.estimate_published
+        if estimate is not None and estimate.adjusted:
+            diff += f"; point estimate {estimate.text}"
         if d.beats_published or d.below_published:
             word = "beats" if d.beats_published else "falls below"
             parts.append(f"The winner {word} the published point on {where}: winner - published {diff}.")
