@@ -6,24 +6,22 @@ that stops early for efficacy stopped because its mean ran high, and one that st
 near 0. So the naive mean of the paired differences at the stopping look is biased although each look's mean is
 not (simulated on the pipeline: -0.056 seed-stds with a spread of true means, +0.049 at a true difference of 2).
 
-The estimate reported is Whitehead's bias-adjusted one (Whitehead 1986, Biometrika 73:573-581): with b(theta) the
-bias of the naive mean, in units of the differences' sd, when the true standardised difference is theta, solve
+The estimate reported is mean - sd * g(mean / sd), mean and sd those of the differences at the stopping look (the sd
+estimated as the t boundaries do: the design's boundaries are on the t scale), g the iterated bias correction of
+the design (`correction`): odd, piecewise linear on a grid of standardised true differences theta, computed on
+simulated paths of normal differences so that the estimate's bias is 0 at every theta of the grid, up to the
+simulation's error. Its first step is Whitehead's bias-adjusted estimate (Whitehead 1986, Biometrika 73:573-581:
+theta~ = theta^ - b(theta~), b the naive mean's bias), with b read at theta^. Alone it removes only a third to two
+thirds of the bias here, because b changes sign within one standard error of theta^ at the first looks (futility
+stops pull the mean down at small theta, efficacy stops push it up at larger ones); the iterations remove the rest.
+The design (its looks, its t boundaries on both sides, its non-binding futility bounds, assumed followed) fixes g;
+the paths have a fixed seed, so the same plan gives the same estimate, on a resume too. Paths are shifted, not
+redrawn, for each theta (the sample sd does not move with a shift), and used with their mirror images, so the
+naive bias is exactly odd and 0 at theta 0.
 
-    theta~ + b(theta~) = mean / sd        and report    mean~ = theta~ * sd = mean - sd * b(theta~),
-
-mean and sd those of the differences at the stopping look (the sd estimated as the t boundaries do; the design's
-boundaries are on the t scale). b is computed for the design (its looks, its t boundaries on both sides, its
-non-binding futility bounds, which the adjustment assumes are followed) on ADJUST_PATHS simulated paths of
-standard normal differences with a fixed seed (the same plan gives the same estimate, on a resume too), the same
-paths for every theta, so b is smooth in theta. The sample sd of a path does not depend on theta (a shift), so
-each theta costs only the looks' t statistics. b is odd in theta (the design is symmetric); theta + b(theta) rises,
-so the solve is an interpolation on a grid; beyond the grid every path stops at the first look for efficacy and b
-is 0.
-
-Why this and not the median-unbiased estimate under the stage-wise ordering: the issue's target is the mean bias
-of the reported difference, which Whitehead's estimate removes to first order by construction, while a
-median-unbiased estimate can keep a mean bias of the size being removed. It is also a one-line solve on a cached
-table. A single look (the fixed design) needs no adjustment: the estimate is the plain mean.
+Why not the median-unbiased estimate under the stage-wise ordering: the target is the mean bias of the reported
+difference, which this removes by construction, and with t boundaries and futility the ordering needs the joint law
+of the looks' means and sds. A single look (the fixed design) needs no adjustment: the estimate is the plain mean.
 """
 from __future__ import annotations
 
