@@ -56,8 +56,8 @@ class StoppingEstimate:
     def text(self) -> str:
         if not self.adjusted:
             return f"{self.estimate:+.2f} (the mean of {self.n} pairs)"
-        return (f"{self.estimate:+.2f} adjusted for early stopping (naive mean {self.naive:+.2f}; "
-                f"{self.n} pairs both ran)")
+        return (f"{self.estimate:+.2f}, adjusted for early stopping (naive mean {self.naive:+.2f}, over the "
+                f"{self.n} pairs both ran without failing)")
 
 
 def _design(looks: tuple[int, ...]) -> tuple[tuple[float, ...], tuple[float, ...]]:

@@ -27,7 +27,7 @@ def _judgment(interval: dict | None, beats: bool, below: bool, blocked: bool) ->
 
 
 def _estimate(estimate: dict | None) -> str:
-    """`; estimate +0.38 adjusted for early stopping (naive mean +0.42; 6 pairs both ran)`, or nothing."""
+    """`; estimate +0.38, adjusted for early stopping (naive mean +0.42, over the 6 pairs ...)`, or nothing."""
     return f"; estimate {estimate['text']}" if estimate and estimate.get("adjusted") else ""
 
 
