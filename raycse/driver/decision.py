@@ -16,18 +16,13 @@ nominal 2.5%; `benchmarks/selection_bias.py`). So a search's answer separates ch
                    When top_k == 1 there is no choosing block: the search stage chose the winner.
     judging        the winner and the published point (the COMPARATOR, a candidate only if it ranked among the
                    top_k itself) are trained on `judge_seeds` further fresh seeds. Only these seeds judge:
-                   - winner - published on DEV, the mean of paired differences over the seeds both have valid,
-                     with its 95% Student-t interval: "beats" iff the interval's low end > 0, "falls below" iff
-                     its high end < 0. Both sides went through the same pick-the-best-checkpoint-on-dev
-                     procedure on fresh seeds, so the comparison is like with like.
-                   - the winner against the untouched model on TEST (the seven-task average): a trained run's dev
-                     figure is a maximum over its curve, the untouched model's one evaluation, so dev would favour
-                     training even when it does nothing. The winner's one-sample 95% interval of its test mean
-                     beats the untouched model iff its low end clears the untouched model's figure. No test
-                     figures: not judged, and the verdict says so.
+                   winner - published and winner - untouched model on the JUDGED figure (one no choice
+                   read: the seven-task test average, or the held-out pairs), failed seeds counted against their
+                   configuration, in sequential looks with repeated 95% intervals (raycse/driver/judgment.py);
+                   the reported estimate is adjusted for early stopping (sequential_estimate.py).
 
-Diverged and failed seeds never enter a mean: they are counted (`n = 4 of 5, 1 diverged`), and a configuration
-with fewer valid seeds than planned is marked. The seed noise of the search (the within-configuration std
+Diverged and failed seeds never enter a choosing or dev mean: they are counted (`n = 4 of 5, 1 diverged`), and a
+configuration with fewer valid seeds than planned is marked. The seed noise of the search (the within-configuration std
 pooled over every choosing and judging group of two or more valid values) is reported with its degrees of
 freedom, and with it the smallest difference the judging stage could detect (see `smallest_detectable`).
 
@@ -44,8 +39,9 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from raycse import stats
-from raycse.driver import judgment
+from raycse.driver import judgment, sequential_estimate
 from raycse.driver.judgment import FailureRate
+from raycse.driver.sequential_estimate import StoppingEstimate
 from raycse.driver.verdict import verdict_sentences
 from raycse.records import CHOOSE, DIVERGED, FINISHED, JUDGE
 from raycse.stats import Interval, mean_interval
@@ -275,6 +271,7 @@ class Decision:
     looks: tuple[int, ...] = ()
     stopped: str | None = None
     fails_more: tuple[str | None, ...] = ()  # the comparators (None: the untouched model) the winner fails more than
+    estimate_published: StoppingEstimate | None = None  # winner - published, adjusted for early stopping
 
     @property
     def sentence(self) -> str:
@@ -429,13 +426,14 @@ def decide(configs: Sequence[ConfigScores], *, published: str | None, baseline: 
     seed_noise_df = sum(len(g) - 1 for g in groups)
 
     versus = versus_dev = mirror = futile_p = None
+    pairs: list[float] = []  # winner - published over the seeds both ran without failing: the reported estimate
     versus_test = {}
     if w is not None and p is not None and w is not p:
         versus_dev = _paired(w.judge, p.judge, lambda s: s.dev)
         judged_p = _judged_by_seed(p, plan, seeds.judge)
         versus = _sequential_interval(judgment.paired_with_failures(judged_w, judged_p, against="a"), plan, look)
         mirror = _sequential_interval(judgment.paired_with_failures(judged_w, judged_p, against="b"), plan, look)
-        futile_p = judgment.futility_t(judged_w, judged_p)
+        futile_p, pairs = judgment.futility_t(judged_w, judged_p), judgment.valid_pairs(judged_w, judged_p)
         tasks = sorted({t for s in w.judge for t in s.test} & {t for s in p.judge for t in s.test})
         for task in tasks:
             interval = _paired(w.judge, p.judge, lambda s, task=task: s.test.get(task))
@@ -467,6 +465,8 @@ def decide(configs: Sequence[ConfigScores], *, published: str | None, baseline: 
     stopped = judgment.stop_reason((versus, beats_published, below_published, futile_p),
                                    (versus_baseline, beats_baseline, below_baseline, futile_b), plan.design_looks, look)
 
+    ended = bool(stopped) or look == len(plan.design_looks)
+    estimate = sequential_estimate.stopping_estimate(pairs, plan.design_looks, ended) if versus is not None else None
     marks = tuple(_marks(summaries))
     decision = Decision(
         plan=plan, seeds=seeds, winner=winner, published=published, configs=tuple(summaries),
@@ -476,7 +476,8 @@ def decide(configs: Sequence[ConfigScores], *, published: str | None, baseline: 
         beats_published=beats_published, below_published=below_published, beats_baseline=beats_baseline,
         baseline_judged=baseline_judged, marks=marks, verdict=(), judged_on=plan.judge_on,
         versus_published_dev=versus_dev, versus_baseline=versus_baseline, failures=failures, look=look,
-        looks=plan.design_looks, stopped=stopped, fails_more=tuple(k for k, v in fails_more.items() if v))
+        looks=plan.design_looks, stopped=stopped, fails_more=tuple(k for k, v in fails_more.items() if v),
+        estimate_published=estimate)
     return replace(decision, verdict=tuple(verdict_sentences(decision)))
 
 

@@ -81,9 +81,17 @@ def _winner(decision: Decision | None, outcome: SearchOutcome) -> dict:
             "mean": dev.mean if dev else None, "std": dev.std if dev else None, "n": dev.n if dev else 0,
             "versus_published": _interval(decision.versus_published),
             "versus_baseline": _interval(decision.versus_baseline), "judged_on": decision.judged_on,
+            "estimate_published": _estimate(decision),
             "beats_published": decision.beats_published, "below_published": decision.below_published,
             "beats_baseline": decision.beats_baseline, "baseline_judged": decision.baseline_judged,
             "sentence": outcome.verdict}
+
+
+def _estimate(decision: Decision) -> dict | None:
+    """Winner - published over the pairs both ran: `estimate` (adjusted for early stopping when `adjusted`), the
+    naive mean, n and the sentence."""
+    estimate = decision.estimate_published
+    return None if estimate is None else {**dataclasses.asdict(estimate), "text": estimate.text}
 
 
 def _decision(decision: Decision, configs: dict) -> dict:
@@ -105,7 +113,7 @@ def _decision(decision: Decision, configs: dict) -> dict:
         "failures": {key: {**dataclasses.asdict(rate), "rate": rate.rate, "text": rate.text}
                      for key, rate in decision.failures.items()},
         "fails_more": ["untouched model" if k is None else k for k in decision.fails_more],
-        "look": decision.look, "stopped": decision.stopped,
+        "look": decision.look, "stopped": decision.stopped, "estimate_published": _estimate(decision),
         "versus_published_test": {task: _interval(i) for task, i in decision.versus_published_test.items()},
         "winner_test": _interval(decision.winner_test),
         "seed_noise": decision.seed_noise, "seed_noise_df": decision.seed_noise_df,

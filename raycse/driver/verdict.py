@@ -68,6 +68,9 @@ def verdict_sentences(d) -> list[str]:
                      "so a smaller one would go unseen" if d.detectable is not None else "")
             parts.append(f"The winner is not distinguishable from the published point on {where}: winner - "
                          f"published {diff}, which covers 0{reach}.")
+    estimate = d.estimate_published
+    if estimate is not None and estimate.adjusted and not winner.is_published:
+        parts.append(f"Point estimate of winner - published at the stopping look: {estimate.text}.")
     if d.versus_published_dev is not None and not winner.is_published:
         parts.append(f"On the {plan.objective} (dev, the data that chose: shown, not judged): winner - published "
                      f"{format_interval(d.versus_published_dev)}.")

@@ -26,6 +26,11 @@ def _judgment(interval: dict | None, beats: bool, below: bool, blocked: bool) ->
     return f"{text.replace('95% interval', 'repeated 95% interval')}: {word}"
 
 
+def _estimate(estimate: dict | None) -> str:
+    """`; estimate +0.38, adjusted for early stopping (naive mean +0.42, over the 6 pairs ...)`, or nothing."""
+    return f"; estimate {estimate['text']}" if estimate and estimate.get("adjusted") else ""
+
+
 def answer_block(summary: dict) -> list[str]:
     """The answer in at most eight lines: the winner, the published point and the untouched model on the judged
     figure (each with figure, ± and n); the two judgments (interval, n, one word); failures and the stopping look;
@@ -63,7 +68,7 @@ def answer_block(summary: dict) -> list[str]:
         "figure.",
         "Winner − published: " + ("-" if winner.get("is_published") else _judgment(
             decision.get("versus_published"), winner.get("beats_published"), winner.get("below_published"),
-            published.get("config_key") in fails_more)),
+            published.get("config_key") in fails_more)) + _estimate(decision.get("estimate_published")),
         "Winner − untouched: " + _judgment(decision.get("versus_baseline"), winner.get("beats_baseline"), False,
                                            "untouched model" in fails_more),
     ]
