@@ -128,6 +128,17 @@ def test_the_plan_scales_with_the_step_time():
     assert slow.trial_hours == pytest.approx(2 * fast.trial_hours)
 
 
+def test_without_a_step_time_the_dry_run_measures_one(tmp_path):
+    """The dry run's own measurement (no --step-ms): a few steps and one STS-B dev evaluation, here of the tiny
+    shape so that the test stays short; the same code times a MiniLM-shaped encoder for `raycse search --dry-run`."""
+    from raycse.bench import dry_run
+    from raycse.settings.space import load_space
+
+    step_ms, step_source, eval_seconds, eval_source = dry_run.measure(load_space(FOCAL), shape="tiny")
+    assert step_ms > 0 and eval_seconds > 0
+    assert "measured here" in step_source and "tiny" in step_source and "measured here" in eval_source
+
+
 @pytest.mark.parametrize("argv, culprit", [
     (["search", "--space", FOCAL, "--step-ms", "100"], "--step-ms: only applies with --dry-run"),
     (["search", "--space", FOCAL, "--dry-run", "--step-ms", "0"], "--step-ms"),

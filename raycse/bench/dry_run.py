@@ -168,18 +168,19 @@ def trial_steps(plan: SearchSpace) -> int:
     return max(1, base.epochs * (rows // (base.batch_size * base.workers)))
 
 
-def measure(plan: SearchSpace) -> tuple[float, str, float, str]:
-    """A few steps and one evaluation on this machine, on a random-weight encoder of the model's shape."""
+def measure(plan: SearchSpace, shape: str | None = None) -> tuple[float, str, float, str]:
+    """A few steps and one evaluation on this machine, on a random-weight encoder of the model's shape (or of
+    `shape`, one of raycse.bench.synthetic.SHAPES)."""
     from raycse.bench.step import BenchOptions, run_bench
 
     base = plan.base
-    shape = "minilm" if base.model == "minilm" else "bert-base"
+    shape = shape or ("minilm" if base.model == "minilm" else "bert-base")
     family = next(iter(plan.families.values()))
     options = BenchOptions(shape=shape, loss=family.loss, batch_size=base.batch_size, steps=MEASURED_STEPS,
                            warmup=MEASURED_WARMUP, seq_len=base.max_len, baseline=False, eval=True).validate()
     result = run_bench(options)
     where = f"measured here: {MEASURED_STEPS} steps of a random-weight {shape}-shaped encoder, batch {base.batch_size}"
-    return (result["raycse"]["ms_per_step"], where, result["eval"]["eval_seconds"],
+    return (result["ms_per_step"], where, result["eval_seconds"],
             "measured here: one STS-B dev evaluation")
 
 
