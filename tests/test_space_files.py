@@ -109,3 +109,13 @@ def _search_flags() -> set[str]:
 
     sub = next(action for action in build_parser()._actions if action.dest == "command")
     return {flag for action in sub.choices["search"]._actions for flag in action.option_strings}
+
+
+@pytest.mark.parametrize("name", sorted(path.stem for path in (ROOT / "search_spaces").glob("*.yaml")))
+def test_every_shipped_space_file_passes_the_checks_of_what_its_trials_read(name):
+    """Every corner of every shipped file (full budget and CPU budget) on the bundled data: a file whose full budget
+    a GPU user could not start (say, an evaluation interval beyond a batch size's run) fails here, not on a GPU."""
+    from raycse.driver.preflight import open_space_inputs
+    from raycse.settings.space import load_space
+
+    open_space_inputs(load_space(str(ROOT / "search_spaces" / f"{name}.yaml")))
