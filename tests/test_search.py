@@ -509,6 +509,32 @@ def test_kills_while_the_untouched_model_is_scored_and_in_the_choosing_stage_los
     assert all(c["judge"]["n"] == 2 for c in summary["decision"]["configs"] if c["judge"])
 
 
+@pytest.mark.timeout(900)
+def test_ctrl_c_in_the_search_stage_ends_the_search_with_exit_130_and_resume_finishes_it(tmp_path, tiny_bert_dir):
+    """Ctrl-C while search trials run: Tune stops its experiment gracefully, and the search ends there (exit 130, one
+    line), instead of going on to choose and judge with the trials it had; `--resume` then finishes it."""
+    space = write_space(tmp_path, tiny_bert_dir, "ctrl-c", num_samples=2, test_eval="none", steps=160,
+                        objective=small_dev_file(tmp_path))
+    args = search_args(tmp_path, space)
+    log = tmp_path / "first.log"
+    driver = start_cli(args, log, tmp_path)
+    deadline = time.time() + 500
+    while time.time() < deadline and driver.poll() is None and " search " not in log.read_text():
+        time.sleep(0.05)
+    driver.send_signal(signal.SIGINT)  # to the command alone, as `kill -INT` does
+    assert driver.wait(timeout=300) == 130, log.read_text()[-3000:]
+    text = log.read_text()
+    assert text.strip().splitlines()[-1] == "raycse: interrupted" and "Traceback" not in text
+    assert "Choosing:" not in text and "Judging:" not in text and "finished: best objective" not in text
+
+    after = resume(args, tmp_path)
+    assert "Judging:" in after
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    parent, children = runs_of(client, "ctrl-c")
+    assert parent.info.status == "FINISHED"
+    assert len([r for r in children if r.data.tags["raycse.stage"] == "search"]) == 2
+
+
 def test_resume_without_a_search_is_a_clean_error(tmp_path, tiny_bert_dir, capsys):
     space = write_space(tmp_path, tiny_bert_dir, "nothing", num_samples=1)
     assert main(search_args(tmp_path, space, "--resume")) == 2

@@ -120,10 +120,41 @@ def fixed_trials(state: SearchState, plan: SearchSpace, specs: list[TrialSpec]):
     return tune_config, {"raycse_trial": tune.grid_search([spec.as_tune_config()["raycse_trial"] for spec in specs])}
 
 
+def fit_until_interrupted(experiment):
+    """`experiment.fit()`, and KeyboardInterrupt after it when Ctrl-C stopped it.
+
+    Tune catches Ctrl-C itself: it stops the experiment, snapshots it one last time and returns its results as if
+    the stage had ended, and the search would go on to its next stage with the trials it had. So raycse takes
+    SIGINT during the fit: the first asks Tune for that graceful stop (Tune's SIGUSR1 handler) and the search then
+    ends with exit 130, `--resume` continuing it; a second interrupts at once."""
+    import os
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():  # signals reach the main thread alone
+        return experiment.fit()
+    interrupted = []
+
+    def on_sigint(signum, frame):
+        interrupted.append(signum)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        os.kill(os.getpid(), signal.SIGUSR1)
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"  # Tune's own handler would replace raycse's
+    try:
+        results = experiment.fit()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if interrupted:
+        raise KeyboardInterrupt
+    return results
+
+
 def fit(state: SearchState, plan: SearchSpace, stage: str, experiment, drop_lost: bool = True) -> list[TrialRecord]:
     """Run a stage's Tune experiment; then drop the MLflow runs of trials that a kill took before Tune's snapshot
     recorded them (Tune ran others in their place on --resume), so that each trial is one run."""
-    records = trial_records(experiment.fit(), plan)
+    records = trial_records(fit_until_interrupted(experiment), plan)
     if drop_lost:
         drop_lost_runs(state, plan, stage, records)
     return records
