@@ -36,10 +36,21 @@ def pytest_xdist_auto_num_workers(config) -> int:
     return max(1, min(4, os.cpu_count() or 1))
 
 
+# The modules whose slow tests take several minutes each on 2 cores (the GPU suite's rehearsal, the cluster path,
+# whole comparisons and searches killed and resumed): they go out first.
+_LONGEST = ("test_gpu_suite.py", "test_cluster_path.py", "test_compare.py", "test_search.py",
+            "test_tracking_server.py", "test_cluster.py")
+
+
 def pytest_collection_modifyitems(config, items):
-    """The slow tests (whole searches, Ray clusters: a minute or more each) first, so that the two test processes
-    start them early and share the short ones at the end, instead of one process finishing a long test alone."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    """The slow tests (whole searches, Ray clusters: a minute or more each) first, the longest modules' first of all,
+    so that the two test processes start them early and share the short ones at the end, instead of one process
+    finishing a long test alone (pyproject's addopts hand tests out one at a time, in this order)."""
+    def rank(item) -> tuple[bool, int]:
+        name = item.path.name
+        return item.get_closest_marker("slow") is None, _LONGEST.index(name) if name in _LONGEST else len(_LONGEST)
+
+    items.sort(key=rank)
 
 
 def pytest_sessionfinish(session, exitstatus):
