@@ -140,7 +140,10 @@ def searched_in_tmux(tmp_path_factory, tiny_bert_dir):
                f"--no-confirm; echo {EXIT}$?; sleep 900")
     socket = f"raycse-test-{os.getpid()}"  # a tmux server of this test's own, started with this environment
     tmux_cmd = [tmux, "-L", socket, "-f", "/dev/null"]
-    env = {**os.environ, "TERM": os.environ.get("TERM") or "xterm"}
+    # pytest-xdist's workers set COLUMNS=80 and LINES=24, which would win over the pane's 160 columns and cut the
+    # status line at 79 characters ("about 1m12s le")
+    env = {key: value for key, value in os.environ.items() if key not in ("COLUMNS", "LINES")}
+    env["TERM"] = os.environ.get("TERM") or "xterm"
     subprocess.run([*tmux_cmd, "new-session", "-d", "-s", "search", "-x", "160", "-y", "40", "-c", str(tmp),
                     command], check=True, env=env)
     screens = []
