@@ -120,6 +120,9 @@ def fixed_trials(state: SearchState, plan: SearchSpace, specs: list[TrialSpec]):
     return tune_config, {"raycse_trial": tune.grid_search([spec.as_tune_config()["raycse_trial"] for spec in specs])}
 
 
+_TUNE_SIGINT = "TUNE_DISABLE_SIGINT_HANDLER"
+
+
 def fit_until_interrupted(experiment):
     """`experiment.fit()`, and KeyboardInterrupt after it when Ctrl-C stopped it.
 
@@ -141,11 +144,16 @@ def fit_until_interrupted(experiment):
         os.kill(os.getpid(), signal.SIGUSR1)
 
     previous = signal.signal(signal.SIGINT, on_sigint)
-    os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"  # Tune's own handler would replace raycse's
+    tune_setting = os.environ.get(_TUNE_SIGINT)
+    os.environ[_TUNE_SIGINT] = "1"  # Tune's own handler would replace raycse's
     try:
         results = experiment.fit()
     finally:
         signal.signal(signal.SIGINT, previous)
+        if tune_setting is None:  # a notebook's process keeps the user's own setting, not raycse's
+            os.environ.pop(_TUNE_SIGINT, None)
+        else:
+            os.environ[_TUNE_SIGINT] = tune_setting
     if interrupted:
         raise KeyboardInterrupt
     return results
