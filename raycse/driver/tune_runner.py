@@ -74,21 +74,22 @@ def tuner(state: SearchState, plan: SearchSpace, stage: str, tune_config, param_
     from ray import tune
 
     from raycse.driver.callback import MlflowSearchCallback
+    from raycse.driver.checkpoint_recovery import RecoverDeletedCheckpoints
 
     slots = slots or planning.max_concurrent(plan, state.cluster)
     trainable = tune.with_resources(trial_function(state, plan, slots), planning.trial_resources(plan))
     path = experiment_path(state, stage)
     if tune.Tuner.can_restore(path) and has_run_state(path):
         # finished and errored trials stay as they are; unfinished ones continue from their last checkpoint.
-        # The restored run config brings back the pickled MLflow callback (it re-opens its client lazily).
+        # The restored run config brings back the pickled callbacks (the MLflow one re-opens its client lazily).
         return tune.Tuner.restore(path, trainable=trainable, resume_unfinished=True, resume_errored=False,
                                   restart_errored=False, param_space=param_space)
     callback = MlflowSearchCallback(state.options.tracking_uri, plan.experiment, state.parent_run_id, plan, state.log)
     return tune.Tuner(
         trainable, param_space=param_space, tune_config=tune_config(),
         run_config=tune.RunConfig(
-            name=path.rstrip("/").rsplit("/", 1)[-1], storage_path=state.storage, callbacks=[callback], verbose=0,
-            stop=stopper, checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+            name=path.rstrip("/").rsplit("/", 1)[-1], storage_path=state.storage, verbose=0, stop=stopper,
+            callbacks=[callback, RecoverDeletedCheckpoints()], checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
             # a crashed trial (a killed worker, a lost node) is retried once, from its last checkpoint
             failure_config=tune.FailureConfig(max_failures=1),
         ))
