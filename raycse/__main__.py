@@ -1,5 +1,3 @@
-import sys
+from raycse.cli import run
 
-from raycse.cli import main
-
-sys.exit(main())
+run()

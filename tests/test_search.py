@@ -382,55 +382,16 @@ def finished_lines(text: str) -> list[str]:
 
 
 @pytest.mark.timeout(1200)
-def test_a_finished_trial_is_never_run_again_after_a_kill(tmp_path, tiny_bert_dir):
-    import optuna
-
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    space = write_space(tmp_path, tiny_bert_dir, "killed", num_samples=3, test_eval="none",
-                        objective=small_dev_file(tmp_path))
-    args = search_args(tmp_path, space, "--no-confirm")
-    before = kill_when(start_cli(args, tmp_path / "first.log", tmp_path), tmp_path / "first.log",
-                       lambda text: len(finished_lines(text)) >= 1)
-    done = finished_lines(before)[0].split()[1]  # the trial whose completion MLflow recorded just before the kill
-
-    after = resume(args, tmp_path)
-    assert not [line for line in after.splitlines() if line.startswith(f"trial {done} ") and " step " in line], \
-        f"trial {done} trained again after --resume:\n{after}"
-    client = MlflowClient(tracking_uri=uri)
-    parent, children = runs_of(client, "killed")
-    trial_ids = [r.data.tags["raycse.trial_id"] for r in children]
-    # no lost and no duplicated trial: a trial that the kill took before Tune's snapshot recorded it (its MLflow run
-    # and its Optuna trial already opened) was replaced by a new one, and its run deleted, its Optuna trial failed
-    assert len(trial_ids) == 3 and len(set(trial_ids)) == 3
-    assert all(r.info.status == "FINISHED" and r.data.tags["raycse.status"] == "finished" for r in children)
-    study = optuna.load_study(study_name="killed", storage=f"sqlite:///{tmp_path / 'optuna.db'}")
-    assert sorted(t.user_attrs["ray_trial_id"] for t in study.trials if t.state.name == "COMPLETE") == sorted(trial_ids)
-    # Exact accounting of the trials the kill lost (none, when Tune's snapshot had recorded every started trial):
-    # each lost trial's Optuna trial is failed, and its MLflow run (if the kill left one) tagged `lost` and deleted;
-    # no other trial exists, in either store.
-    lost = {t.user_attrs.get("ray_trial_id") for t in study.trials} - set(trial_ids)
-    assert {t.user_attrs.get("ray_trial_id"): t.state.name for t in study.trials if t.state.name != "COMPLETE"} == \
-        dict.fromkeys(lost, "FAIL")
-    deleted = client.search_runs([client.get_experiment_by_name("killed").experiment_id],
-                                 run_view_type=ViewType.DELETED_ONLY)
-    assert all(r.data.tags["raycse.trial_id"] in lost and r.data.tags["raycse.status"] == "lost" for r in deleted)
-    print(f"trials lost to the kill and replaced: {len(lost)}")  # shown with -s
-    finished_run = next(r for r in children if r.data.tags["raycse.trial_id"] == done)
-    assert [m.step for m in client.get_metric_history(finished_run.info.run_id, "objective")] == [2, 4]
-    assert parent.info.status == "FINISHED"
-
-
-@pytest.mark.timeout(1200)
 def test_resume_during_the_judging_stage(tmp_path, tiny_bert_dir):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    # 160 steps: on the small dev file a tiny trial takes about 40 ms a step, so the kill below (1.5 s after the
-    # first checkpoint) finds the judging trial still running, as the test means it to
-    space = write_space(tmp_path, tiny_bert_dir, "judge-kill", num_samples=2, test_eval="none", steps=160,
+    # 60 steps: on the small dev file a tiny trial takes about 40 ms a step (an evaluation and a checkpoint every
+    # 2), so the kill below (polled every 50 ms from the judging trial's first evaluation) finds it still running
+    space = write_space(tmp_path, tiny_bert_dir, "judge-kill", num_samples=2, test_eval="none", steps=60,
                         objective=small_dev_file(tmp_path))
     args = search_args(tmp_path, space)
-    # Killed mid-trial in the judging stage, once Tune's snapshot names the newest checkpoint on disk (a kill in the
-    # instant between Tune replacing a trial's checkpoint and its next snapshot is the edge docs/reliability.md
-    # describes: that trial fails on --resume).
+    # Killed mid-trial in the judging stage, once Tune's snapshot names the newest checkpoint on disk, so that the
+    # step the trial goes on from is known (tests/test_checkpoint_recovery.py covers a kill in the instant between
+    # Tune replacing a trial's checkpoint and its next snapshot).
     before = kill_when(start_cli(args, tmp_path / "first.log", tmp_path), tmp_path / "first.log",
                        lambda text: any(" judge " in line and " step      2 " in line for line in text.splitlines())
                        and snapshot_names_newest_checkpoints(tmp_path / "ray" / "judge-kill-judge"))
@@ -459,51 +420,75 @@ def test_resume_during_the_judging_stage(tmp_path, tiny_bert_dir):
     assert parent.data.metrics["best_objective"] == pytest.approx(summary["winner"]["mean"])
 
 
-@pytest.mark.timeout(1200)
-def test_kills_while_the_untouched_model_is_scored_and_in_the_choosing_stage_lose_and_repeat_nothing(
-        tmp_path, tiny_bert_dir, monkeypatch):
-    """One search killed twice: first while the baseline (the untouched model's objective and test tasks) is scored
-    beside the first search trial, then in the choosing stage; each `--resume` goes on from where the kill left it."""
+@pytest.mark.timeout(1500)
+def test_kills_in_the_baseline_the_search_and_the_choosing_stage_lose_and_repeat_nothing(tmp_path, tiny_bert_dir,
+                                                                                         monkeypatch):
+    """One search killed three times (SIGKILL to the driver and its Ray), each `--resume` going on from where the kill
+    left it:
+    1. while the baseline (the untouched model's objective and test tasks) is scored beside the first search trial,
+       before Tune's first snapshot of the search stage: the stage starts anew (restoring Tune's tuner.pkl alone
+       would run 1 of the 3 trials);
+    2. in the search stage, just after a trial's completion was recorded in MLflow: that trial is never trained
+       again, even when Tune's own state predates its completion;
+    3. in the choosing stage.
+    Nothing is lost or repeated: the study, MLflow and the answer agree at the end."""
+    import optuna
+
     monkeypatch.setenv("RAYCSE_CACHE_DIR", str(tmp_path / "cache"))  # empty: the baseline is scored, not reused
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    space = write_space(tmp_path, tiny_bert_dir, "chain-kill", num_samples=2, objective=small_dev_file(tmp_path),
+    space = write_space(tmp_path, tiny_bert_dir, "chain-kill", num_samples=3, objective=small_dev_file(tmp_path),
                         confirm="{top_k: 2, choose_seeds: 1, judge_seeds: 2, test_seeds: 1}")
     args = search_args(tmp_path, space)
     first = kill_when(start_cli(args, tmp_path / "first.log", tmp_path), tmp_path / "first.log",
                       lambda text: "baseline: scoring the untouched model" in text
                       and (tmp_path / "ray" / "chain-kill" / "tuner.pkl").is_file())
     assert "baseline (the untouched model" not in first  # killed before its figures came back
-    # Tune had built the search stage's Tuner, and (almost always) not yet written its run state: restoring from
-    # tuner.pkl alone would run 1 of the 2 trials; the stage starts anew instead
 
-    second = start_cli([*args, "--resume"], tmp_path / "second.log", tmp_path)
+    second = kill_when(start_cli([*args, "--resume"], tmp_path / "second.log", tmp_path), tmp_path / "second.log",
+                       lambda text: len(finished_lines(text)) >= 1)
+    assert "Resuming search" in second
+    done = finished_lines(second)[0].split()[1]  # the trial whose completion MLflow recorded just before the kill
+
     choosing_checkpoints = (tmp_path / "ray").glob
-    second_text = kill_when(second, tmp_path / "second.log",
-                            lambda text: "Choosing:" in text and any(choosing_checkpoints("*-choose*/*/checkpoint_*")),
-                            after=0.5)
-    assert "Resuming search" in second_text and "baseline (the untouched model" in second_text  # scored afresh
-    searched = {line.split()[1] for line in (first + second_text).splitlines()
-                if line.startswith("trial ") and " search " in line}
-    assert len(searched) == 2  # both search trials ran in the second run
+    third = kill_when(start_cli([*args, "--resume"], tmp_path / "third.log", tmp_path), tmp_path / "third.log",
+                      lambda text: "Choosing:" in text and any(choosing_checkpoints("*-choose*/*/checkpoint_*")),
+                      after=0.5)
+    assert "Resuming search" in third
+    assert not [line for line in third.splitlines() if line.startswith(f"trial {done} ") and " step " in line], \
+        f"trial {done} trained again after --resume:\n{third}"
 
     after = resume(args, tmp_path)
     assert not [line for line in after.splitlines() if " search " in line and " step " in line]  # search: done
+    assert "baseline (the untouched model" in second + third + after  # scored afresh after the first kill
     client = MlflowClient(tracking_uri=uri)
     parent, children = runs_of(client, "chain-kill")
     assert parent.info.status == "FINISHED"
     by_stage = {stage: [r for r in children if r.data.tags["raycse.stage"] == stage]
                 for stage in ("search", "choose", "judge")}
     assert len(children) == sum(len(runs) for runs in by_stage.values())
-    assert {r.data.tags["raycse.trial_id"] for r in by_stage["search"]} == searched
+    trial_ids = [r.data.tags["raycse.trial_id"] for r in by_stage["search"]]
+    assert len(trial_ids) == 3 == len(set(trial_ids))  # no lost and no duplicated search trial
     assert len(by_stage["choose"]) == 2 and {r.data.tags["raycse.seed"] for r in by_stage["choose"]} == {"43"}
     assert by_stage["judge"] and {r.data.tags["raycse.seed"] for r in by_stage["judge"]} == {"44", "45"}
     keys = [(r.data.tags["raycse.stage"], r.data.tags["raycse.config_key"], r.data.tags["raycse.seed"])
             for r in children]
     assert len(set(keys)) == len(keys)  # no configuration ran twice on one seed in one stage
     assert all(r.info.status == "FINISHED" and r.data.tags["raycse.status"] == "finished" for r in children)
-    study = __import__("optuna").load_study(study_name="chain-kill", storage=f"sqlite:///{tmp_path / 'optuna.db'}")
-    assert sorted(t.user_attrs["ray_trial_id"] for t in study.trials if t.state.name == "COMPLETE") == \
-        sorted(r.data.tags["raycse.trial_id"] for r in by_stage["search"])
+    finished_run = next(r for r in children if r.data.tags["raycse.trial_id"] == done)
+    assert [m.step for m in client.get_metric_history(finished_run.info.run_id, "objective")] == [2, 4]
+
+    study = optuna.load_study(study_name="chain-kill", storage=f"sqlite:///{tmp_path / 'optuna.db'}")
+    assert sorted(t.user_attrs["ray_trial_id"] for t in study.trials if t.state.name == "COMPLETE") == sorted(trial_ids)
+    # Exact accounting of the trials a kill lost (none, when Tune's snapshot had recorded every started trial): each
+    # lost trial's Optuna trial is failed, and its MLflow run (if the kill left one) tagged `lost` and deleted; no
+    # other trial exists, in either store. The first kill's Optuna trials, if any, are among them.
+    lost = {t.user_attrs.get("ray_trial_id") for t in study.trials} - set(trial_ids)
+    assert {t.user_attrs.get("ray_trial_id"): t.state.name for t in study.trials if t.state.name != "COMPLETE"} == \
+        dict.fromkeys(lost, "FAIL")
+    deleted = client.search_runs([client.get_experiment_by_name("chain-kill").experiment_id],
+                                 run_view_type=ViewType.DELETED_ONLY)
+    assert all(r.data.tags["raycse.trial_id"] in lost and r.data.tags["raycse.status"] == "lost" for r in deleted)
+    print(f"trials lost to the kills and replaced: {len(lost)}")  # shown with -s
     summary = summary_of(client, parent, tmp_path)
     assert summary["baseline"]["objective"] is not None and "avg" in summary["baseline"]["test"]
     assert all(c["judge"]["n"] == 2 for c in summary["decision"]["configs"] if c["judge"])
@@ -513,7 +498,7 @@ def test_kills_while_the_untouched_model_is_scored_and_in_the_choosing_stage_los
 def test_ctrl_c_in_the_search_stage_ends_the_search_with_exit_130_and_resume_finishes_it(tmp_path, tiny_bert_dir):
     """Ctrl-C while search trials run: Tune stops its experiment gracefully, and the search ends there (exit 130, one
     line), instead of going on to choose and judge with the trials it had; `--resume` then finishes it."""
-    space = write_space(tmp_path, tiny_bert_dir, "ctrl-c", num_samples=2, test_eval="none", steps=160,
+    space = write_space(tmp_path, tiny_bert_dir, "ctrl-c", num_samples=2, test_eval="none", steps=80,
                         objective=small_dev_file(tmp_path))
     args = search_args(tmp_path, space)
     log = tmp_path / "first.log"
