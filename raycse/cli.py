@@ -10,10 +10,8 @@ full disk, a search without a single finished trial), with one line giving the r
 from __future__ import annotations
 
 import argparse
-import atexit
 import os
 import sys
-import threading
 import time
 
 from raycse import __version__, api
@@ -493,21 +491,5 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_FAILED
 
 
-def run() -> None:
-    """The `raycse` command: `main`, then an exit that skips the interpreter's teardown.
-
-    Freeing torch's, Ray's and MLflow's modules object by object took 1.5 to 3 s after the answer was printed; the
-    operating system frees the memory at once. All that Python does on its way out still runs first: the other
-    threads are waited for, then every exit hook (Ray's shutdown, logging's flush, temporary folders)."""
-    code = main()
-    for thread in threading.enumerate():
-        if thread is not threading.main_thread() and not thread.daemon:
-            thread.join()
-    atexit._run_exitfuncs()  # what a normal exit would run, here before the teardown it would then do
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
-
-
 if __name__ == "__main__":
-    run()
+    sys.exit(main())

@@ -73,7 +73,7 @@ def test_bad_input_is_one_line_and_exit_2_with_no_output(bad_arguments, culprit,
 def test_command_line_exit_status_for_a_missing_model(tmp_path):
     output = tmp_path / "eval.json"
     completed = subprocess.run(
-        [sys.executable, "-m", "raycse.cli", "eval", "--model", str(tmp_path / "missing"), "--output", str(output)],
+        [sys.executable, "-m", "raycse", "eval", "--model", str(tmp_path / "missing"), "--output", str(output)],
         capture_output=True, text=True, timeout=120, env={**os.environ, "HF_HUB_OFFLINE": "1"},
     )
     assert completed.returncode == 2

@@ -157,7 +157,7 @@ def test_the_command_exits_2_with_one_line_and_no_traceback(tiny_bert_dir, corpu
     change, words = BAD_INPUT[case]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     env.pop("MLFLOW_TRACKING_URI", None)
-    completed = subprocess.run([sys.executable, "-m", "raycse.cli",
+    completed = subprocess.run([sys.executable, "-m", "raycse",
                                 *change(train_args(tiny_bert_dir, corpus, output_dir, db), tmp_path)],
                                cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
 

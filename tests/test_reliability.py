@@ -20,7 +20,7 @@ TRAIN = ["train", "--loss", "simcse", "--batch-size", "8", "--max-steps", "12", 
 
 
 def run_cli(args: list[str], **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "raycse.cli", *args], capture_output=True, text=True, timeout=600,
+    return subprocess.run([sys.executable, "-m", "raycse", *args], capture_output=True, text=True, timeout=600,
                           env={**os.environ, "PYTHONUNBUFFERED": "1"}, **kwargs)
 
 
@@ -34,7 +34,7 @@ def test_a_train_killed_at_an_evaluation_resumes_to_the_uninterrupted_result(tmp
     assert whole.returncode == 0, whole.stderr[-2000:]
 
     out = tmp_path / "killed"
-    proc = subprocess.Popen([sys.executable, "-m", "raycse.cli", *TRAIN, *model, "--output-dir", str(out)],
+    proc = subprocess.Popen([sys.executable, "-m", "raycse", *TRAIN, *model, "--output-dir", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True, text=True,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
     for line in proc.stdout:  # each evaluation prints one line once its checkpoints are written
@@ -71,7 +71,7 @@ def test_ctrl_c_stops_a_training_with_exit_130_and_one_line(tmp_path, tiny_bert_
     interrupt, one line saying so and no traceback; the checkpoint of the last evaluation stays loadable."""
     out = tmp_path / "interrupted"
     args = [*TRAIN, "--max-steps", "400", "--model", str(tiny_bert_dir), "--output-dir", str(out)]
-    proc = subprocess.Popen([sys.executable, "-m", "raycse.cli", *args], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-m", "raycse", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     for line in proc.stdout:
         if line.startswith("step"):  # the first evaluation is done: training is under way

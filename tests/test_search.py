@@ -330,7 +330,7 @@ def test_the_benchmark_strategies_a_hand_grid_and_a_budget_of_training_steps(tmp
 # ------------------------------------------------------------------------------------------------ resuming
 def start_cli(args: list[str], log: Path, cwd: Path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    return subprocess.Popen([sys.executable, "-m", "raycse.cli", *args], stdout=log.open("w"), stderr=subprocess.STDOUT,
+    return subprocess.Popen([sys.executable, "-m", "raycse", *args], stdout=log.open("w"), stderr=subprocess.STDOUT,
                             env=env, cwd=cwd, start_new_session=True)
 
 
@@ -370,7 +370,7 @@ def snapshot_names_newest_checkpoints(experiment: Path) -> bool:
 
 
 def resume(args: list[str], cwd: Path) -> str:
-    resumed = subprocess.run([sys.executable, "-m", "raycse.cli", *args, "--resume"], capture_output=True, text=True,
+    resumed = subprocess.run([sys.executable, "-m", "raycse", *args, "--resume"], capture_output=True, text=True,
                              timeout=600, cwd=cwd, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     assert "Resuming search" in resumed.stdout

@@ -73,7 +73,7 @@ def test_a_search_with_only_state_keeps_everything_inside_it(tmp_path, tiny_bert
     state, work = tmp_path / "state", tmp_path / "work"
     work.mkdir()
     env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-    done = subprocess.run([sys.executable, "-m", "raycse.cli", "search", "--space", str(space), "--state", str(state),
+    done = subprocess.run([sys.executable, "-m", "raycse", "search", "--space", str(space), "--state", str(state),
                            "--no-confirm"], capture_output=True, text=True, timeout=800, cwd=work, env=env)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 

@@ -115,7 +115,7 @@ def test_a_killed_search_resumes_against_the_server(tmp_path, tiny_bert_dir, pos
                        lambda text: len(finished_lines(text)) >= 1)
     done = finished_lines(before)[0].split()[1]
 
-    resumed = subprocess.run([sys.executable, "-m", "raycse.cli", *args, "--resume"], capture_output=True, text=True,
+    resumed = subprocess.run([sys.executable, "-m", "raycse", *args, "--resume"], capture_output=True, text=True,
                              timeout=1200, cwd=tmp_path, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     assert "Resuming search" in resumed.stdout
