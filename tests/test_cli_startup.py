@@ -86,9 +86,9 @@ def test_the_losses_functions_are_still_there_when_asked_for():
 
 
 def test_the_command_exits_with_main_s_code_after_the_other_threads_and_every_exit_hook():
-    """`raycse` (raycse.__main__.run) skips the interpreter's teardown, not what a normal exit runs before it: a thread still
-    working is waited for, an idle thread pool's workers stop (as MLflow's artifact uploads leave one) instead of
-    being waited for forever, and an exit hook runs; the exit status is main's (2 for a usage error)."""
+    """`raycse` (raycse.__main__.run) skips the interpreter's teardown, not what a normal exit runs before it: a
+    thread still working is waited for, an idle thread pool's workers stop (as MLflow's artifact uploads leave one)
+    instead of being waited for forever, and an exit hook runs; the exit status is main's (2 for a usage error)."""
     code = ("import atexit, sys, threading, time\n"
             "from concurrent.futures import ThreadPoolExecutor\n"
             "from raycse.__main__ import run\n"
