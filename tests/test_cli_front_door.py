@@ -79,18 +79,30 @@ def test_losses_lists_each_loss_its_paper_and_its_hyperparameters(capsys):
 
 # ------------------------------------------------------------------------------------------------- the plan
 DRY_RUN = """
-import sys
+import json, sys
 from raycse.cli import main
-status = main(sys.argv[1:])
+for argv in json.loads(sys.argv[1]):
+    print(f"=== exit {main(argv)}", flush=True)
 assert "ray" not in sys.modules, "a dry run imported Ray"
-sys.exit(status)
 """
 
 
-def _dry_run(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", DRY_RUN, "search", "--space", FOCAL, "--dry-run", *args],
-                          cwd=cwd, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
-                          timeout=300)
+def _dry_runs(cwd: Path, *runs: list[str]) -> list[tuple[int, str]]:
+    """`raycse search --space focal --dry-run ARGS` for each ARGS, in one fresh interpreter (which must not import
+    Ray): each run's exit status and output."""
+    argvs = [["search", "--space", FOCAL, "--dry-run", *args] for args in runs]
+    done = subprocess.run([sys.executable, "-c", DRY_RUN, json.dumps(argvs)], cwd=cwd, capture_output=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    outputs, lines = [], []
+    for line in done.stdout.splitlines():
+        if line.startswith("=== exit "):
+            outputs.append((int(line.split()[-1]), "\n".join(lines)))
+            lines = []
+        else:
+            lines.append(line)
+    assert len(outputs) == len(runs), done.stdout
+    return outputs
 
 
 def _stage_rows(text: str) -> dict[str, list[str]]:
@@ -102,24 +114,23 @@ def _stage_rows(text: str) -> dict[str, list[str]]:
     return rows
 
 
+@pytest.mark.slow  # a CLI subprocess
 def test_a_dry_run_prints_each_stage_and_its_cost_and_creates_nothing(tmp_path):
-    full = _dry_run(tmp_path, "--step-ms", "100", "--gpus", "8", "--experiment", "focal-2")
-    assert full.returncode == 0, full.stderr
+    (code, full), (cpu_code, cpu) = _dry_runs(tmp_path, ["--step-ms", "100", "--gpus", "8", "--experiment", "focal-2"],
+                                              ["--step-ms", "100", "--gpus", "0"])
+    assert code == 0 and cpu_code == 0
     assert sorted(os.listdir(tmp_path)) == [], "a dry run created something"
-    assert "experiment 'focal-2'" in full.stdout and "budget: full" in full.stdout
-    rows = _stage_rows(full.stdout)
+    assert "experiment 'focal-2'" in full and "budget: full" in full
+    rows = _stage_rows(full)
     # focal.yaml's full budget: 16 search trials, the top 3 on 3 seeds, the winner and the published point on 18
     assert [rows[s][1] for s in ("search", "choose", "judge")] == ["16", "9", "36"]
     assert rows["choose"][2] == "43-45" and rows["judge"][2] == "46-63"
     trial_hours, gpu_hours = float(rows["total"][2]), float(rows["total"][3])
     assert gpu_hours == pytest.approx(trial_hours * 0.25, abs=0.011)  # a trial holds a quarter of a GPU
-    cpu = _dry_run(tmp_path, "--step-ms", "100", "--gpus", "0")
-    assert cpu.returncode == 0, cpu.stderr
-    rows = _stage_rows(cpu.stdout)
-    assert "budget: cpu" in cpu.stdout and "choose" not in rows
+    rows = _stage_rows(cpu)
+    assert "budget: cpu" in cpu and "choose" not in rows
     assert [rows[s][1] for s in ("search", "judge")] == ["4", "4"]
     assert float(rows["total"][3]) == 0.0  # the CPU budget asks for no GPU
-    assert sorted(os.listdir(tmp_path)) == []
 
 
 def test_the_plan_scales_with_the_step_time():

@@ -95,6 +95,7 @@ def test_ascent_builds_no_graph_and_works_under_no_grad():
     assert z1.grad is None and z2.grad is None
 
 
+@pytest.mark.slow  # compiles the noise ascent with torch.compile
 def test_ascent_under_torch_compile_equals_eager():
     require_module("torch._inductor", "torch.compile's inductor backend comes with every torch wheel CI installs")
     z1, z2, init = random_inputs(6, 3, 8, seed=11, dtype=torch.float32)

@@ -631,6 +631,7 @@ def test_dropout_rows_is_refused_where_the_backbone_applies_dropout_itself(tiny_
     encoder(**batch)  # an ordinary forward still works
 
 
+@pytest.mark.slow  # compiles the encoder with torch.compile
 def test_dropout_rows_under_torch_compile(tiny_bert_dir, sentences):
     """fullgraph: setting the rows, the split attention and the row dropout trace as one graph.
 
