@@ -108,6 +108,30 @@ def tiny_bert_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def few_sts_pairs(tmp_path_factory) -> Path:
+    """The bundled STS sets cut to their first 64 pairs each, in SentEval's layout."""
+    from raycse.evaluation.tasks import DEFAULT_DATA_DIR
+
+    root = tmp_path_factory.mktemp("sts-64-pairs")
+    for source in DEFAULT_DATA_DIR.rglob("*"):
+        if source.is_file():
+            target = root / source.relative_to(DEFAULT_DATA_DIR)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            lines = source.read_text(encoding="utf-8").splitlines(keepends=True)
+            target.write_text("".join(lines[:65 if source.parent.name == "SICK" else 64]), encoding="utf-8")
+    return root
+
+
+@pytest.fixture
+def few_sts_data(monkeypatch, few_sts_pairs):
+    """Searches read 64 pairs of each STS set (RAYCSE_STS_DATA): for tests of what a search records and decides,
+    not of its scores. The test tasks and STS-B dev then take a fraction of a second each with the tiny BERT."""
+    from raycse.evaluation.tasks import STS_DATA_ENV
+
+    monkeypatch.setenv(STS_DATA_ENV, str(few_sts_pairs))
+
+
+@pytest.fixture(scope="session")
 def sentences() -> list[str]:
     return [
         "a man is playing a guitar .",

@@ -138,6 +138,7 @@ def test_bad_comparisons_are_one_line_exit_2_and_write_nothing(tmp_path, tiny_be
 
 
 # ------------------------------------------------------------------------------------------ a whole comparison
+@pytest.mark.usefixtures("few_sts_data")
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
 def test_compare_two_losses_judged_on_shared_seeds(tmp_path, tiny_bert_dir, capsys, monkeypatch):

@@ -56,6 +56,7 @@ def ray_session():
     ray.shutdown()
 
 
+@pytest.mark.usefixtures("few_sts_data")
 @pytest.mark.timeout(1200)
 def test_status_while_running_and_load_after(tmp_path, tiny_bert_dir, ray_session, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)

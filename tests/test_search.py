@@ -95,6 +95,7 @@ def ray_session():
     ray.shutdown()
 
 
+@pytest.mark.usefixtures("few_sts_data")
 @pytest.mark.timeout(1800)
 def test_a_search_runs_every_stage_and_records_the_answer(tmp_path, tiny_bert_dir, ray_session, capsys,
                                                           monkeypatch):
@@ -239,6 +240,7 @@ def bad_then_good_search(tmp_path: Path, model: Path, experiment: str, param: st
     return runs
 
 
+@pytest.mark.usefixtures("few_sts_data")
 @pytest.mark.timeout(600)
 def test_judging_in_looks_runs_each_look_as_its_own_experiment_and_records_the_look(tmp_path, tiny_bert_dir,
                                                                                      ray_session, monkeypatch):
@@ -259,6 +261,7 @@ def test_judging_in_looks_runs_each_look_as_its_own_experiment_and_records_the_l
     assert summary["decision"]["stopped"] is None and not summary["winner"]["beats_published"]
 
 
+@pytest.mark.usefixtures("few_sts_data")
 def test_a_diverging_trial_is_recorded_and_the_search_goes_on(tmp_path, tiny_bert_dir, ray_session, monkeypatch):
     monkeypatch.chdir(tmp_path)
     # lr 1e30 blows the weights up to inf within a step or two
@@ -281,6 +284,7 @@ resources: {{workers: 1, cpus_per_worker: 2}}
 """
 
 
+@pytest.mark.usefixtures("few_sts_data")
 @pytest.mark.timeout(600)
 def test_a_trial_that_raises_is_recorded_as_failed_and_the_search_goes_on(tmp_path, tiny_bert_dir, ray_session,
                                                                           monkeypatch):
@@ -299,6 +303,7 @@ def test_a_trial_that_raises_is_recorded_as_failed_and_the_search_goes_on(tmp_pa
     assert runs[1.0].data.tags["raycse.status"] == "finished"
 
 
+@pytest.mark.usefixtures("few_sts_data")
 @pytest.mark.timeout(900)
 def test_the_benchmark_strategies_a_hand_grid_and_a_budget_of_training_steps(tmp_path, tiny_bert_dir, ray_session,
                                                                             monkeypatch):
@@ -547,6 +552,7 @@ def test_two_searches_at_once_share_one_mlflow_store(tmp_path, tiny_bert_dir):
         assert parent.data.tags["raycse.winner"] and "best_objective" not in parent.data.metrics
 
 
+@pytest.mark.usefixtures("few_sts_data")
 @pytest.mark.timeout(900)
 def test_a_dclr_search_trains_its_complementary_model_first_and_logs_what_phi_and_k_do(tmp_path, tiny_bert_dir,
                                                                                      ray_session, monkeypatch):

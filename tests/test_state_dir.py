@@ -62,6 +62,7 @@ def test_a_file_is_no_state_directory(tmp_path):
         state_layout(str(tmp_path / "file"))
 
 
+@pytest.mark.usefixtures("few_sts_data")
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_a_search_with_only_state_keeps_everything_inside_it(tmp_path, tiny_bert_dir):

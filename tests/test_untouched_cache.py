@@ -50,6 +50,17 @@ def test_the_fingerprint_changes_with_the_model_bytes_the_objective_and_the_sett
     assert key_of("some-org/some-hub-model") is None  # not a local folder: scored every time
 
 
+def test_the_sts_sets_come_from_raycse_sts_data_and_the_fingerprint_follows_them(tiny_bert_dir, few_sts_pairs,
+                                                                                  monkeypatch):
+    from raycse.evaluation.tasks import STS_DATA_ENV, load_sts_task
+
+    bundled, key = load_sts_task("STSBenchmark-dev")["all"], key_of(tiny_bert_dir)
+    monkeypatch.setenv(STS_DATA_ENV, str(few_sts_pairs))
+    few = load_sts_task("STSBenchmark-dev")["all"]
+    assert len(few.scores) == 64 < len(bundled.scores) and few.sentences1 == bundled.sentences1[:64]
+    assert key_of(tiny_bert_dir) != key  # other STS files: figures of their own
+
+
 def test_stored_figures_come_back_and_clear_forgets_them(cache, capsys):
     scores = {"by_pooler": {"cls_before_pooler": {"objective": 61.25, "stsb_dev": 61.25}},
               "test": {"STS12": 40.5, "avg": 50.125}}

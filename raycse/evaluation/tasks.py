@@ -1,7 +1,9 @@
 """The STS evaluation sets as SentEval lays them out (STS12-16, STS Benchmark, SICK), read into sentence pairs with
-gold scores: `load_sts_task(name)` gives one `STSPairs` per subset file. Bundled in raycse/data/senteval/."""
+gold scores: `load_sts_task(name)` gives one `STSPairs` per subset file. Bundled in raycse/data/senteval/ (another
+folder of the same layout with RAYCSE_STS_DATA)."""
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +15,14 @@ from raycse.errors import ConfigError
 from raycse.records import STS_YEARS
 
 DEFAULT_DATA_DIR = BUNDLED_DIR / "senteval"
+# A folder in SentEval's layout (STS/, SICK/) to read the STS sets from instead of the bundled copy: a user's own
+# SentEval download, or the tests' few pairs a set
+STS_DATA_ENV = "RAYCSE_STS_DATA"
+
+
+def sts_data_dir() -> Path:
+    """Where the STS sets are read from: $RAYCSE_STS_DATA, else the bundled copy."""
+    return Path(os.environ.get(STS_DATA_ENV) or DEFAULT_DATA_DIR)
 
 
 # Which split of which data set each result key is scored on (names as `load_sts_task` takes them).
@@ -45,7 +55,7 @@ def load_sts_task(name: str, data_dir: str | Path | None = None) -> dict[str, ST
     the pairs whose gold score is empty dropped; 'STSBenchmark-dev', 'STSBenchmark-test', 'SICK-dev' and
     'SICK-test' give {"all": pairs}. All files are UTF-8 (SentEval reads them with utf8 too).
     """
-    root = Path(data_dir) if data_dir is not None else DEFAULT_DATA_DIR
+    root = Path(data_dir) if data_dir is not None else sts_data_dir()
     if name in STS_YEARS:
         return _load_sts_year(root / "STS" / f"{name}-en-test")
     if name in _STSB_FILES:

@@ -3,9 +3,10 @@ per fingerprint of everything they depend on, so that a second search from the s
 them again.
 
 The fingerprint covers the model's files (their names and bytes), the objective (a named one, or the bytes of a
-development file and its columns), the poolers, whether remote code is trusted, the bundled STS files, the device
-kind, the torch and transformers versions, and FORMAT (raised whenever scoring changes what it computes). A model
-that is not a local directory (a hub id) has no fingerprint and is scored every time.
+development file and its columns), the poolers, whether remote code is trusted, the STS files read (the bundled ones
+or $RAYCSE_STS_DATA's), the device kind, the torch and transformers versions, and FORMAT (raised whenever scoring
+changes what it computes). A model that is not a local directory (a hub id) has no fingerprint and is scored every
+time.
 
 Where: $RAYCSE_CACHE_DIR if set, else $XDG_CACHE_HOME/raycse, else ~/.cache/raycse; `raycse cache clear` empties it.
 """
@@ -16,7 +17,7 @@ import json
 import os
 from pathlib import Path
 
-from raycse.data import BUNDLED_DIR
+from raycse.evaluation.tasks import sts_data_dir
 from raycse.files import write_json_atomic
 
 CACHE_ENV = "RAYCSE_CACHE_DIR"
@@ -60,7 +61,7 @@ def fingerprint(model: str, objective: str, objective_columns: str | None, poole
         digest.update(b"dev-file\0" + objective_file.read_bytes())
     else:
         digest.update(b"named\0" + objective.encode())
-    _hash_tree(digest, BUNDLED_DIR / "senteval")
+    _hash_tree(digest, sts_data_dir())
     return digest.hexdigest()
 
 
