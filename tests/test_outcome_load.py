@@ -44,7 +44,7 @@ while True:
     except ConfigError as err:  # the search has not made its experiment yet
         seen = {"error": str(err)}
     print(json.dumps(seen), flush=True)
-    time.sleep(0.5)
+    time.sleep(1.0)
 """
 
 
