@@ -63,7 +63,9 @@ def pytest_sessionfinish(session, exitstatus):
 def pytest_unconfigure(config):
     """A test process of `-n` ends, once it has reported everything, without the interpreter's teardown: freeing
     torch, transformers, Ray and MLflow object by object took 8 to 12 s at the end of every run, while the first
-    process waited. Its exit hooks still run (a Ray a test left running is shut down)."""
+    process waited. Its exit hooks still run (a Ray a test left running is shut down). Unlike the `raycse` command's
+    exit (raycse/__main__.py), it does not wait for its threads first: xdist's own channel threads held that wait
+    for 3 to 4 s."""
     if os.environ.get("PYTEST_XDIST_WORKER"):
         atexit._run_exitfuncs()
         sys.stdout.flush()

@@ -3,6 +3,7 @@ deleted after taking a newer one (a search killed between the deletion and the n
 trial on resume; it continues from the newer checkpoint. Without the callback, Tune's own restore fails it."""
 from __future__ import annotations
 
+import sys
 import tempfile
 from pathlib import Path
 
@@ -29,11 +30,13 @@ def _trainable(config):
 def local_ray():
     import ray
 
-    # Tune's workers unpickle `_trainable` by importing this module
-    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"PYTHONPATH": str(Path(__file__).parent)}})
+    # pytest imports this module from tests/, which is not on the workers' path: ship `_trainable` by value (as
+    # tests/test_distributed.py does)
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
+    ray.cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
 
 
 def _killed_in_the_window(tmp_path: Path, name: str, callbacks: list) -> Path:

@@ -20,27 +20,25 @@ from ray import tune
 CHECKPOINT_PREFIX = "checkpoint_"  # Tune's folder name for a trial's checkpoint k: checkpoint_{k:06d}
 
 
-def recover_deleted_checkpoint(trial) -> str | None:
-    """Move the newest checkpoint in `trial`'s folder to the path its snapshot names when that path is gone; returns
-    the folder moved, None when there was nothing to do."""
+def recover_deleted_checkpoint(trial) -> None:
+    """Move the newest checkpoint in `trial`'s folder to the path its snapshot names, when that path is gone."""
     from pyarrow.fs import FileSelector, FileType
 
     checkpoint = trial.checkpoint
     if checkpoint is None:
-        return None
+        return
     fs, named = checkpoint.filesystem, checkpoint.path.rstrip("/")
     if fs.get_file_info(named).type != FileType.NotFound:
-        return None
+        return
     folder, name = posixpath.split(named)
     newer = sorted(info.path for info in fs.get_file_info(FileSelector(folder, allow_not_found=True))
                    if info.type == FileType.Directory and info.base_name.startswith(CHECKPOINT_PREFIX)
                    and info.base_name > name)
     if not newer:
-        return None  # nothing newer either: Tune's own error stands, and the trial fails
+        return  # nothing newer either: Tune's own error stands, and the trial fails
     _move_folder(fs, newer[-1], named)
     for stale in newer[:-1]:
         fs.delete_dir(stale)
-    return newer[-1]
 
 
 def _move_folder(fs, source: str, target: str) -> None:
