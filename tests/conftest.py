@@ -44,15 +44,25 @@ _LONGEST = ("test_gpu_suite.py", "test_cluster_path.py", "test_compare.py", "tes
             "test_tracking_server.py", "test_cluster.py")
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config, items):
     """The slow tests (whole searches, Ray clusters: a minute or more each) first, the longest modules' first of all,
     so that the two test processes start them early and share the short ones at the end, instead of one process
-    finishing a long test alone (pyproject's addopts hand tests out one at a time, in this order)."""
+    finishing a long test alone (pyproject's addopts hand tests out one at a time, in this order).
+
+    A module's tests that use one of its module-scoped fixtures (a search run in tmux, a PostgreSQL and an MLflow
+    server, a Ray cluster, a recorded search) form one xdist group: they go to one test process together, which
+    builds the fixture once. Handed out one by one, they went to both processes, and both built it (the tmux search,
+    30 s, twice)."""
     def rank(item) -> tuple[bool, int]:
         name = item.path.name
         return item.get_closest_marker("slow") is None, _LONGEST.index(name) if name in _LONGEST else len(_LONGEST)
 
     items.sort(key=rank)
+    for item in items:
+        fixtures = getattr(item, "_fixtureinfo", None)
+        if fixtures is not None and any(defs[-1].scope == "module" for defs in fixtures.name2fixturedefs.values()):
+            item.add_marker(pytest.mark.xdist_group(item.path.name))
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -222,24 +222,6 @@ def test_a_search_runs_every_stage_and_records_the_answer(tmp_path, tiny_bert_di
     assert main(["report", "no-such-experiment", "--tracking-uri", uri]) == 2
 
 
-def bad_then_good_search(tmp_path: Path, model: Path, experiment: str, param: str, bad, good) -> dict:
-    """A 2-trial search whose published (first) trial sets `param` to `bad`; the child runs keyed by the value.
-
-    With TPE seeded 1 the second trial draws the other choice, `good` (seed 0 draws `bad` again).
-    """
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    as_yaml = lambda v: f"{v:.1e}" if isinstance(v, float) else str(v)  # noqa: E731  (YAML 1.1 floats need a dot)
-    space = write_space(tmp_path, model, experiment, num_samples=2, test_eval="none", seed=1,
-                        extra=f"{param}: {{type: categorical, choices: [{as_yaml(bad)}, {as_yaml(good)}]}}")
-    space.write_text(space.read_text().replace("published: {tau: 0.07, m: 0.3}",
-                                               f"published: {{tau: 0.07, m: 0.3, {param}: {as_yaml(bad)}}}"))
-    assert main(search_args(tmp_path, space, "--no-confirm")) == 0
-    _, children = runs_of(MlflowClient(tracking_uri=uri), experiment)
-    runs = {type(bad)(r.data.params[param]): r for r in children}
-    assert sorted(runs) == sorted([bad, good])
-    return runs
-
-
 @pytest.mark.usefixtures("few_sts_data")
 @pytest.mark.timeout(600)
 def test_judging_in_looks_runs_each_look_as_its_own_experiment_and_records_the_look(tmp_path, tiny_bert_dir,
@@ -261,46 +243,41 @@ def test_judging_in_looks_runs_each_look_as_its_own_experiment_and_records_the_l
     assert summary["decision"]["stopped"] is None and not summary["winner"]["beats_published"]
 
 
-@pytest.mark.usefixtures("few_sts_data")
-def test_a_diverging_trial_is_recorded_and_the_search_goes_on(tmp_path, tiny_bert_dir, ray_session, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    # lr 1e30 blows the weights up to inf within a step or two
-    runs = bad_then_good_search(tmp_path, tiny_bert_dir, "diverge", "lr", 1.0e30, 3.0e-5)
-    assert runs[1e30].info.status == "FAILED"
-    assert runs[1e30].data.tags["raycse.status"] == "diverged"
-    assert "non-finite" in runs[1e30].data.tags["raycse.error"]
-    assert runs[3e-5].data.tags["raycse.status"] == "finished"
-
-
-RAISES = """\
-experiment: raises
+FAILING = """\
+experiment: failing
 model: {model}
 train: {{batch_size: 8, max_steps: 4, eval_steps: 2, max_sentences: 160, complementary: {model}}}
-families:   # both published points run first, in this order
+families:   # the three published points run first, in this order
   petabyte: {{loss: dclr, space: {{k: {{type: categorical, choices: [1.0e+13]}}}}, published: {{k: 1.0e+13}}}}
+  blowup: {{loss: dclr, published: {{k: 1.0, lr: 1.0e+30}},
+           space: {{k: {{type: categorical, choices: [1.0]}}, lr: {{type: categorical, choices: [1.0e+30]}}}}}}
   paper: {{loss: dclr, space: {{k: {{type: categorical, choices: [1.0]}}}}, published: {{k: 1.0}}}}
-search: {{num_samples: 2, seed: 0, test_eval: none, scheduler: {{name: fifo}}}}
+search: {{num_samples: 3, seed: 0, test_eval: none, scheduler: {{name: fifo}}}}
 resources: {{workers: 1, cpus_per_worker: 2}}
 """
 
 
 @pytest.mark.usefixtures("few_sts_data")
 @pytest.mark.timeout(600)
-def test_a_trial_that_raises_is_recorded_as_failed_and_the_search_goes_on(tmp_path, tiny_bert_dir, ray_session,
-                                                                          monkeypatch):
+def test_a_trial_that_raises_and_one_that_diverges_are_recorded_as_failed_and_the_search_goes_on(
+        tmp_path, tiny_bert_dir, ray_session, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    # A configuration that passes validation yet fails when it runs: DCLR with k = 1e13 noise negatives a row asks
-    # for a petabyte, which no machine allocates (only running the trial finds that out; a batch the data cannot
-    # hold, say, is refused before the search starts). Tune retries it once (FailureConfig); the search goes on.
-    space = tmp_path / "raises.yaml"
-    space.write_text(RAISES.format(model=tiny_bert_dir))
+    # Two configurations that pass validation yet fail when they run, and one that does not:
+    # - `petabyte` raises: DCLR with k = 1e13 noise negatives a row asks for a petabyte, which no machine allocates
+    #   (only running the trial finds that out; a batch the data cannot hold, say, is refused before the search
+    #   starts). Tune retries it once (FailureConfig).
+    # - `blowup` diverges: lr 1e30 blows the weights up to inf within a step or two.
+    space = tmp_path / "failing.yaml"
+    space.write_text(FAILING.format(model=tiny_bert_dir))
     assert main(search_args(tmp_path, space, "--no-confirm")) == 0
-    _, children = runs_of(MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}"), "raises")
-    runs = {float(r.data.params["k"]): r for r in children}
-    assert sorted(runs) == [1.0, 1e13]
-    assert runs[1e13].info.status == "FAILED" and runs[1e13].data.tags["raycse.status"] == "failed"
-    assert "allocate" in runs[1e13].data.tags["raycse.error"]
-    assert runs[1.0].data.tags["raycse.status"] == "finished"
+    _, children = runs_of(MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}"), "failing")
+    runs = {json.loads(r.data.tags["raycse.config_key"])["family"]: r for r in children}
+    assert len(children) == 3 and sorted(runs) == ["blowup", "paper", "petabyte"]
+    assert runs["petabyte"].info.status == "FAILED" and runs["petabyte"].data.tags["raycse.status"] == "failed"
+    assert "allocate" in runs["petabyte"].data.tags["raycse.error"]
+    assert runs["blowup"].info.status == "FAILED" and runs["blowup"].data.tags["raycse.status"] == "diverged"
+    assert "non-finite" in runs["blowup"].data.tags["raycse.error"]
+    assert runs["paper"].info.status == "FINISHED" and runs["paper"].data.tags["raycse.status"] == "finished"
 
 
 @pytest.mark.usefixtures("few_sts_data")

@@ -75,6 +75,7 @@ def tuner(state: SearchState, plan: SearchSpace, stage: str, tune_config, param_
 
     from raycse.driver.callback import MlflowSearchCallback
     from raycse.driver.checkpoint_recovery import RecoverDeletedCheckpoints
+    from raycse.driver.resumable_grid import ForgetFinishedTrials
 
     slots = slots or planning.max_concurrent(plan, state.cluster)
     trainable = tune.with_resources(trial_function(state, plan, slots), planning.trial_resources(plan))
@@ -89,7 +90,8 @@ def tuner(state: SearchState, plan: SearchSpace, stage: str, tune_config, param_
         trainable, param_space=param_space, tune_config=tune_config(),
         run_config=tune.RunConfig(
             name=path.rstrip("/").rsplit("/", 1)[-1], storage_path=state.storage, verbose=0, stop=stopper,
-            callbacks=[callback, RecoverDeletedCheckpoints()], checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+            callbacks=[callback, RecoverDeletedCheckpoints(), ForgetFinishedTrials()],
+            checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
             # a crashed trial (a killed worker, a lost node) is retried once, from its last checkpoint
             failure_config=tune.FailureConfig(max_failures=1),
         ))
@@ -114,9 +116,11 @@ def fixed_trials(state: SearchState, plan: SearchSpace, specs: list[TrialSpec]):
     """A FIFO Tune config that runs exactly these trials (stage 0, the confirmation): (tune_config, param_space)."""
     from ray import tune
 
+    from raycse.driver.resumable_grid import ResumableGrid
+
     def tune_config():
         return tune.TuneConfig(metric=OBJECTIVE, mode=DevObjective.mode, num_samples=1, reuse_actors=True,
-                               max_concurrent_trials=fixed_slots(state, plan, specs))
+                               search_alg=ResumableGrid(max_concurrent=fixed_slots(state, plan, specs)))
 
     return tune_config, {"raycse_trial": tune.grid_search([spec.as_tune_config()["raycse_trial"] for spec in specs])}
 

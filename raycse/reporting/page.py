@@ -162,6 +162,24 @@ def _is_numeric(trials: list[Any], param: str) -> bool:
                for t in trials if param in t.distributions)
 
 
+def _evaluated_once(evaluator: Any) -> Any:
+    """`evaluator`, computing its study's importances once: the page's figures and both of Optuna's plots of them
+    (interactive and still) would otherwise fit fANOVA's forest three times, for the same numbers."""
+    import optuna
+
+    class EvaluatedOnce(optuna.importance.BaseImportanceEvaluator):
+        def __init__(self):
+            self.raw: dict = {}
+
+        def evaluate(self, study, params=None, *, target=None):
+            key = (None if params is None else tuple(params), target)
+            if key not in self.raw:
+                self.raw[key] = evaluator.evaluate(study, params=params, target=target)
+            return dict(self.raw[key])
+
+    return EvaluatedOnce()
+
+
 def _importances(page: _Page, study: Any, params: list[str] | None, name: str, target_name: str,
                  seed_noise_std: float | None) -> dict[str, float]:
     """Seeded fANOVA importances, plotted by Optuna, with the warnings that say how far to trust them."""
@@ -175,8 +193,7 @@ def _importances(page: _Page, study: Any, params: list[str] | None, name: str, t
         page.skip(caption, f"{len(completed)} completed trial{'s' if len(completed) != 1 else ''}: "
                            "fANOVA needs at least 2")
         return {}
-    # an int seed is the forest's random_state at every fit: the plot's recomputation gives the same numbers
-    evaluator = optuna.importance.FanovaImportanceEvaluator(seed=IMPORTANCE_SEED)
+    evaluator = _evaluated_once(optuna.importance.FanovaImportanceEvaluator(seed=IMPORTANCE_SEED))
     try:
         importances = optuna.importance.get_param_importances(study, evaluator=evaluator, params=params)
     except (ValueError, RuntimeError) as err:
