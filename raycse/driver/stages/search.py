@@ -26,6 +26,7 @@ class SearchStage(Stage):
         import optuna
         from ray import tune
 
+        from raycse.driver.resumable_grid import ResumableGrid
         from raycse.driver.searcher import (
             TaggedOptunaSearch,
             TotalStepsStopper,
@@ -48,10 +49,11 @@ class SearchStage(Stage):
                                                   plan.points_to_evaluate()) or None,
                                               sampler=strategy.sampler(plan, options.sampler),
                                               study_name=study_name, storage=planning.optuna_rdb_storage(storage))
-            return tune.TuneConfig(metric=OBJECTIVE, mode=DevObjective.mode, search_alg=searcher,
+            slots = planning.max_concurrent(plan, state.cluster)
+            return tune.TuneConfig(metric=OBJECTIVE, mode=DevObjective.mode,
+                                   search_alg=ResumableGrid(max_concurrent=slots) if grid else searcher,
                                    scheduler=planning.scheduler(plan), num_samples=1 if grid else plan.num_samples,
-                                   reuse_actors=True, max_concurrent_trials=planning.max_concurrent(plan,
-                                                                                                   state.cluster))
+                                   reuse_actors=True, max_concurrent_trials=None if grid else slots)
 
         stopper = TotalStepsStopper(options.max_total_steps) if options.max_total_steps else None
         grid_size = math.prod(len(values) for values in (options.grid or {}).values())
