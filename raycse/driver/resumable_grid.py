@@ -1,4 +1,4 @@
-"""A stage's fixed trials (stage 0, choosing, judging) as a Tune grid that a `--resume` cannot stall.
+"""A stage's grid of trials (stage 0, choosing, judging, a hand-written grid) that a `--resume` cannot stall.
 
 Tune's grid generator (`BasicVariantGenerator`) counts the trials it has started against `max_concurrent_trials` and
 keeps that count in its snapshot, which can lag the trials' own: a search killed after a trial finished, before the
