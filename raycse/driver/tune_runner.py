@@ -75,7 +75,7 @@ def tuner(state: SearchState, plan: SearchSpace, stage: str, tune_config, param_
 
     from raycse.driver.callback import MlflowSearchCallback
     from raycse.driver.checkpoint_recovery import RecoverDeletedCheckpoints
-    from raycse.driver.resumable_grid import ForgetFinishedTrials
+    from raycse.driver.resumable_limits import ForgetFinishedTrials
 
     slots = slots or planning.max_concurrent(plan, state.cluster)
     trainable = tune.with_resources(trial_function(state, plan, slots), planning.trial_resources(plan))
@@ -116,7 +116,7 @@ def fixed_trials(state: SearchState, plan: SearchSpace, specs: list[TrialSpec]):
     """A FIFO Tune config that runs exactly these trials (stage 0, the confirmation): (tune_config, param_space)."""
     from ray import tune
 
-    from raycse.driver.resumable_grid import ResumableGrid
+    from raycse.driver.resumable_limits import ResumableGrid
 
     def tune_config():
         return tune.TuneConfig(metric=OBJECTIVE, mode=DevObjective.mode, num_samples=1, reuse_actors=True,

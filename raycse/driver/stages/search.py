@@ -26,7 +26,7 @@ class SearchStage(Stage):
         import optuna
         from ray import tune
 
-        from raycse.driver.resumable_grid import ResumableGrid
+        from raycse.driver.resumable_limits import ResumableGrid, ResumableLimiter
         from raycse.driver.searcher import (
             TaggedOptunaSearch,
             TotalStepsStopper,
@@ -50,10 +50,10 @@ class SearchStage(Stage):
                                               sampler=strategy.sampler(plan, options.sampler),
                                               study_name=study_name, storage=planning.optuna_rdb_storage(storage))
             slots = planning.max_concurrent(plan, state.cluster)
-            return tune.TuneConfig(metric=OBJECTIVE, mode=DevObjective.mode,
-                                   search_alg=ResumableGrid(max_concurrent=slots) if grid else searcher,
+            limited = ResumableGrid(max_concurrent=slots) if grid else ResumableLimiter(searcher, slots)
+            return tune.TuneConfig(metric=OBJECTIVE, mode=DevObjective.mode, search_alg=limited,
                                    scheduler=planning.scheduler(plan), num_samples=1 if grid else plan.num_samples,
-                                   reuse_actors=True, max_concurrent_trials=None if grid else slots)
+                                   reuse_actors=True)
 
         stopper = TotalStepsStopper(options.max_total_steps) if options.max_total_steps else None
         grid_size = math.prod(len(values) for values in (options.grid or {}).values())
