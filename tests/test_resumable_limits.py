@@ -64,7 +64,6 @@ def test_a_grid_that_counts_a_finished_trial_as_running_resumes_and_ends(tmp_pat
     stalled = BasicVariantGenerator(max_concurrent=1)
     stalled.restore_from_dir(str(path))
     assert stalled.next_trial() is None and not stalled.is_finished()
-    resumable_limits._RESTORED.clear()  # BasicVariantGenerator.set_state is not ResumableGrid's; nothing to correct
 
     results = tune.Tuner.restore(str(path), trainable=_trainable, resume_unfinished=True).fit()
     assert sorted(r.config["x"] for r in results) == [0, 1, 2] and not results.errors
