@@ -20,23 +20,23 @@ from ray.tune.search import BasicVariantGenerator, ConcurrencyLimiter
 _RESTORED: list = []  # counts Tune restored in this process, not corrected yet
 
 
-class ResumableGrid(BasicVariantGenerator):
-    """Tune's grid generator, with `max_concurrent` trials at once; restored, it waits for its correction."""
+class _WaitsForCorrection:
+    """Restored by Tune (`set_state`), the count joins those that ForgetFinishedTrials corrects."""
 
     def set_state(self, state: dict) -> None:
         super().set_state(state)
         _RESTORED.append(self)
+
+
+class ResumableGrid(_WaitsForCorrection, BasicVariantGenerator):
+    """Tune's grid generator, with `max_concurrent` trials at once."""
 
     def forget(self, finished: set[str]) -> None:
         self._live_trials -= finished
 
 
-class ResumableLimiter(ConcurrencyLimiter):
-    """Tune's limiter of a searcher to `max_concurrent` trials at once; restored, it waits for its correction."""
-
-    def set_state(self, state: dict) -> None:
-        super().set_state(state)
-        _RESTORED.append(self)
+class ResumableLimiter(_WaitsForCorrection, ConcurrencyLimiter):
+    """Tune's limiter of a searcher to `max_concurrent` trials at once."""
 
     def forget(self, finished: set[str]) -> None:
         stale = self.live_trials & finished
