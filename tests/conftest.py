@@ -6,6 +6,7 @@ import atexit
 import os
 import shutil
 import sys
+import sysconfig
 import tempfile
 from pathlib import Path
 
@@ -24,6 +25,13 @@ os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
 # threads against 3 s on one while trials ran).
 for _threads in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_threads, "1")
+
+# Every command a test starts by name (ray, raycse, mlflow, python3 in the GPU suite's scripts, the job entrypoint a
+# Ray cluster runs) is the one beside the interpreter running the tests: run as `.venv/bin/python -m pytest` with
+# that venv not activated, PATH would find another install's, or none (`FileNotFoundError: 'ray'`).
+SCRIPTS_DIR = sysconfig.get_path("scripts")
+os.environ["PATH"] = os.pathsep.join([SCRIPTS_DIR, *(part for part in os.environ.get("PATH", "").split(os.pathsep)
+                                                     if part and part != SCRIPTS_DIR)])
 
 # The untouched model's figures, which searches keep between runs in the user's cache folder: the tests keep theirs
 # in a temporary folder of the session, never in the user's. Every search of the session shares it, so the tiny

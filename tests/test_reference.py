@@ -92,7 +92,8 @@ def test_the_readme_is_a_front_page_with_the_newcomers_path_first():
     headings = re.findall(r"^## (.+)$", text, flags=re.MULTILINE)
     path = ["Install", "Quick start", "The report page", "The MLflow UI", "Export the winner", "Python API"]
     assert headings[:len(path)] == path
-    assert "pip install torch==2.13.0 -e '.[test]'" in text  # what .ci/run installs with
+    install = "pip install -c requirements/constraints.txt torch==2.13.0 -e '.[test]'"  # what .ci/run installs with
+    assert install in text and install in (ROOT / ".ci" / "run").read_text()
     assert "python -m pytest -q" in (ROOT / ".ci" / "run").read_text() and "python -m pytest -q\n" in text
     for page in re.findall(r"\]\(((?:docs/)?[\w./-]+\.md|LICENSE)(?:#[\w-]+)?\)", text):
         assert (ROOT / page).is_file(), page

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import site
 import subprocess
 import sys
 import textwrap
@@ -58,9 +59,10 @@ def test_an_unknown_name_is_one_error_listing_the_packaged_ones(tmp_path, monkey
 
 @pytest.mark.slow
 def test_the_wheel_ships_the_space_files(tmp_path):
-    """Build the wheel, install it into a fresh venv (torch and the rest from the system's site-packages), and from
-    an empty directory load `focal` by name through the wheel's own raycse, not this checkout's; where the command
-    line has `--dry-run`, the installed `raycse search --space focal --dry-run` plans it there too."""
+    """Build the wheel, install it into a fresh venv (torch and the rest found where this interpreter finds them,
+    whether it runs in a venv or not), and from an empty directory load `focal` by name through the wheel's own
+    raycse, not this checkout's; where the command line has `--dry-run`, the installed `raycse search --space focal
+    --dry-run` plans it there too."""
     source = tmp_path / "source"  # a copy, so that setuptools' build/ and egg-info stay out of the checkout
     source.mkdir()
     for name in ("pyproject.toml", "README.md", "LICENSE"):
@@ -71,10 +73,11 @@ def test_the_wheel_ships_the_space_files(tmp_path):
                     str(wheels)], cwd=source, check=True, timeout=600)
     wheel = next(wheels.glob("raycse-*.whl"))
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=300)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=300)
     python = venv / "bin" / "python"
-    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--force-reinstall",
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", "--no-index",
                     str(wheel)], check=True, timeout=600)
+    see_this_interpreters_packages(python)
     empty = tmp_path / "empty"
     empty.mkdir()
     env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}  # not this checkout's raycse
@@ -102,6 +105,19 @@ def test_the_wheel_ships_the_space_files(tmp_path):
         assert done.returncode == 0, done.stdout + done.stderr
         assert "focal" in done.stdout
         assert sorted(path.name for path in empty.iterdir()) == [], "a dry run created something"
+
+
+def see_this_interpreters_packages(python: Path) -> None:
+    """Let the venv of `python` import what this interpreter imports from its site directories (torch, ray, ...),
+    after the venv's own. `--system-site-packages` would not do: when this interpreter runs in a venv itself, the
+    base interpreter it names holds none of them. The directories go through `site.addsitedir`, so that their own
+    .pth files are read too; this checkout's editable raycse, which one of those adds, comes after the venv's own
+    site-packages, where the wheel is, so the wheel's raycse is the one imported (the check below asserts it)."""
+    inner = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                           capture_output=True, text=True, check=True, timeout=60).stdout.strip()
+    outer = [*site.getsitepackages(), *([site.getusersitepackages()] if site.ENABLE_USER_SITE else [])]
+    lines = [f"import site; site.addsitedir({directory!r})" for directory in outer if Path(directory).is_dir()]
+    (Path(inner) / "zz_outer_site_packages.pth").write_text("\n".join(lines) + "\n")
 
 
 def _search_flags() -> set[str]:
