@@ -13,7 +13,7 @@ simulated, per repetition:
   judging       every loss's winner (and, in the "with published points" scenarios, each loss's published point,
                 theta = mu_l + tau * N(0, 1)) on the same J = 18 fresh seeds: x = theta + u_s + e, u_s ~ N(0, rho)
                 shared by every arm on seed s (what a seed does to the data order), e ~ N(0, 1 - rho), rho = 0.3.
-  the judgment  raycse's own functions (raycse.driver.comparison): paired_t on every pair's per-seed differences,
+  the judgment  raycse's own functions (raycse.judging.comparison): paired_t on every pair's per-seed differences,
                 two_sided, holm_adjusted over the family, bonferroni_half_width; a pair is "better"/"worse" when
                 Holm decides it at 5%, by the sign of its mean. Vectorised over repetitions (the same functions
                 take a leading axis). No run fails here; failures are tested in tests/test_compare.py.
@@ -42,7 +42,7 @@ from itertools import combinations  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from raycse.driver.comparison import (  # noqa: E402
+from raycse.judging.comparison import (  # noqa: E402
     ALPHA,
     bonferroni_half_width,
     holm_adjusted,

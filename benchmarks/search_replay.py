@@ -3,16 +3,16 @@
 A search is an event loop over a simulated clock with `slots` trials at once, driving the objects `raycse search`
 builds (so that what is measured is what users run):
 
-  searcher   raycse.driver.searcher.TaggedOptunaSearch over the sampler raycse.driver.strategy builds from the
+  searcher   raycse.driver.tune.searcher.TaggedOptunaSearch over the sampler raycse.sampling.samplers builds from the
              plan (the published point enqueued first, an in-memory study instead of the SQLite one);
   scheduler  raycse.driver.plan.scheduler(plan): ASHA over training steps from the space's scheduler settings
              (grace period, reduction factor, max_t), or FIFO;
-  ranking    raycse.driver.ranking.rank_for_confirmation: the configuration the search hands to confirmation.
+  ranking    raycse.judging.ranking.rank_for_confirmation: the configuration the search hands to confirmation.
 
 and calling them as Ray Tune's TuneController does (ray/tune/execution/tune_controller.py): each evaluation goes
 to scheduler.on_trial_result, and on CONTINUE to searcher.on_trial_result; a STOP ends the trial with the last
 result (scheduler.on_trial_complete, searcher.on_trial_complete: Optuna is told PRUNED); a trial that trains to
-its end reports its best objective with `final` set (raycse.driver.trial.final_metrics), which Optuna is told as
+its end reports its best objective with `final` set (raycse.driver.tune.trial.final_metrics), which Optuna is told as
 COMPLETE. A trial's curve is the surrogate's at the recorded steps, with the seed noise of the trial's training
 seed (every search-stage trial trains with the search's base seed, as in raycse); its cost is the surrogate's
 seconds for the steps it reached; its reports arrive at start-up + steps x step time + evaluations x their time.
@@ -111,10 +111,10 @@ def replay(surrogate, *, strategy: str, asha: bool, budget: int, slots: int, see
     from ray.tune.schedulers import TrialScheduler
 
     from raycse.driver import plan as planning
-    from raycse.driver import strategy as strategies
-    from raycse.driver.ranking import TrialCurve, rank_for_confirmation
-    from raycse.driver.searcher import TaggedOptunaSearch
+    from raycse.driver.tune.searcher import TaggedOptunaSearch
+    from raycse.judging.ranking import TrialCurve, rank_for_confirmation
     from raycse.records import FINAL, FINISHED, OBJECTIVE, STOPPED
+    from raycse.sampling import samplers as strategies
 
     grid = strategy == "grid"
     plan = plan_of(surrogate, sampler="random" if grid else strategy, asha=asha, budget=budget, seed=seed,
@@ -179,7 +179,7 @@ def replay(surrogate, *, strategy: str, asha: bool, budget: int, slots: int, see
                 searcher.on_trial_result(trial_id, result)
             if index + 1 < len(record["curve"]):
                 heapq.heappush(events, (arrival(record["start"], index + 1), next(order), trial_id, index + 1))
-            else:  # the trainable's last report: its best objective, as raycse.driver.trial.final_metrics
+            else:  # the trainable's last report: its best objective, as raycse.driver.tune.trial.final_metrics
                 final = {"step": step, OBJECTIVE: max(v for _, v in record["reported"]), FINAL: 1,
                          "training_iteration": index + 2}
                 decision = scheduler.on_trial_result(None, _Trial(trial_id), final)

@@ -1,4 +1,4 @@
-"""Selection bias of a search's answer: `raycse.driver.decision` against today's rule, on simulated searches.
+"""Selection bias of a search's answer: `raycse.judging.decision` against today's rule, on simulated searches.
 
     python benchmarks/selection_bias.py --budget full [--reps N] [--choose-seeds C] [--output FILE]
     python benchmarks/selection_bias.py --budget cpu
@@ -54,7 +54,7 @@ from dataclasses import dataclass  # noqa: E402
 import numpy as np  # noqa: E402
 from scipy import stats as scipy_stats  # noqa: E402
 
-from raycse.driver.decision import (  # noqa: E402
+from raycse.judging.decision import (  # noqa: E402
     Baseline,
     ConfigScores,
     ConfirmPlan,
@@ -63,7 +63,7 @@ from raycse.driver.decision import (  # noqa: E402
     decide,
     default_plan,
 )
-from raycse.driver.ranking import TrialCurve, rank_for_confirmation  # noqa: E402
+from raycse.judging.ranking import TrialCurve, rank_for_confirmation  # noqa: E402
 from raycse.records import FINISHED, STOPPED  # noqa: E402
 
 # the budgets of search_spaces/focal.yaml: trials, evaluation steps, whether ASHA can stop a trial, and today's

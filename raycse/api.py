@@ -38,7 +38,7 @@ from raycse.tracking.stores import resolve_tracking_uri, state_layout
 
 if TYPE_CHECKING:
     from raycse.bench.dry_run import DryRun
-    from raycse.driver.compare import ComparisonOutcome
+    from raycse.comparing import ComparisonOutcome
     from raycse.driver.outcome import SearchOutcome
     from raycse.exporting import ExportResult
     from raycse.reporting.status import SearchStatus
@@ -224,7 +224,7 @@ def compare(spaces: list[str | os.PathLike | SearchSpace], *, num_samples: int |
     for space in spaces:
         space, options = _search_inputs(space, {**values, "confirm": True, "resume": False, "experiment": None})
         loaded.append(space)
-    from raycse.driver.compare import check_comparison, label_of, run_comparison
+    from raycse.comparing import check_comparison, label_of, run_comparison
     from raycse.driver.state import SearchOptions, say
 
     if not loaded:
@@ -284,14 +284,15 @@ def train(*, output_dir: str, model: str = "minilm", loss: str = "simcse", reg: 
     config = prepare_training(output_dir=output_dir, resume=resume, settings=settings)
     uri = resolve_tracking_uri(tracking_uri) if check_bool("mlflow", mlflow) else None
     examples = config.open_inputs()  # the data, the model and the objective opened: errors now, not later
+    from raycse.losses import build_loss
     from raycse.training.launch import run_training
     from raycse.training.result import TrainResult
 
     if eval_steps is None and config.max_steps is not None and config.eval_steps == config.max_steps:
         print(f"evaluating at step {config.max_steps}, the run's end: the default interval ({DEFAULT_EVAL_STEPS} "
               "steps) is longer than the run", flush=True)
-    if config.loss == "dclr" and config.complementary is None:
-        print("DCLR without complementary: the frozen complementary model is a copy of the starting weights, not the "
+    if config.complementary is None and build_loss(config.loss, config.reg).needs_complementary:
+        print(f"{config.loss} without complementary: the frozen complementary model is a copy of the starting weights, not the "
               "trained SimCSE model the paper uses (raycse search trains one first; pass complementary=DIR, "
               "--complementary DIR, to use yours).", flush=True)
     results = run_training(config, tracking_uri=uri, resume=resume,
@@ -455,7 +456,7 @@ def export(experiment: str, folder: str | os.PathLike, *, tracking_uri: str | No
     from raycse import exporting
 
     if values["loss"] is not None:  # a comparison: the loss's own search, an experiment of its own
-        from raycse.driver.compare import comparison_loss_experiment
+        from raycse.comparing import comparison_loss_experiment
 
         experiment = comparison_loss_experiment(uri, experiment, values["loss"])
     result = exporting.export_winner(uri, experiment, out_dir, model_id=values["push_to_hub"])

@@ -1,5 +1,5 @@
 """The statistics behind a search's answer: means over seeds with their Student-t intervals, the pooled seed noise,
-and the rules for printing them (raycse/driver/decision.py uses them).
+and the rules for printing them (raycse/judging/decision.py uses them).
 
 In this field one seed moves an STS figure by up to about 2 points, so a configuration is judged by its mean
 over seeds, and two configurations by the mean of their paired differences (the same seeds on both sides, so

@@ -1,4 +1,4 @@
-"""raycse/driver/checkpoint_recovery.py on a real Tune experiment: a snapshot naming a checkpoint that Tune had
+"""raycse/driver/tune/checkpoint_recovery.py on a real Tune experiment: a snapshot naming a checkpoint that Tune had
 deleted after taking a newer one (a search killed between the deletion and the next snapshot) no longer fails the
 trial on resume; it continues from the newer checkpoint. Without the callback, Tune's own restore fails it."""
 from __future__ import annotations
@@ -57,7 +57,7 @@ def _killed_in_the_window(tmp_path: Path, name: str, callbacks: list) -> Path:
 def test_a_snapshot_naming_a_deleted_checkpoint_resumes_from_the_newer_one(tmp_path, local_ray):
     from ray import tune
 
-    from raycse.driver.checkpoint_recovery import RecoverDeletedCheckpoints
+    from raycse.driver.tune.checkpoint_recovery import RecoverDeletedCheckpoints
 
     path = _killed_in_the_window(tmp_path, "recovered", [RecoverDeletedCheckpoints()])
     (result,) = tune.Tuner.restore(str(path), trainable=_trainable, resume_errored=True).fit()

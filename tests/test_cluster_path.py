@@ -140,21 +140,21 @@ def trial_process(cluster: FakeCluster):
 
 def uninterrupted(space_file: Path, folder: Path) -> list[tuple[dict, list[tuple[int, float]]]]:
     """What the same search gives when nothing interrupts it, without Ray: the configurations its seeded sampler
-    proposes, in order (the search stage's own searcher, raycse.driver.searcher, on an in-memory study), and each
-    one's dev curve, trained in one go by the trial's own code (raycse.driver.trial's TrainConfig, the trainer)."""
+    proposes, in order (the search stage's own searcher, raycse.driver.tune.searcher, on an in-memory study), and each
+    one's dev curve, trained in one go by the trial's own code (raycse.driver.tune.trial's TrainConfig, the trainer)."""
     import optuna
 
-    from raycse.driver import strategy
-    from raycse.driver.searcher import TaggedOptunaSearch
-    from raycse.driver.trial import trial_config
+    from raycse.driver.tune.searcher import TaggedOptunaSearch
+    from raycse.driver.tune.trial import trial_config
     from raycse.evaluation.sts import DevObjective
     from raycse.records import FINAL, OBJECTIVE
+    from raycse.sampling import samplers
     from raycse.settings.space import TrialSpec, load_space
     from raycse.training.trainer import train
 
     plan = load_space(space_file)
     searcher = TaggedOptunaSearch(space=plan.define_by_run, metric=OBJECTIVE, mode=DevObjective.mode,
-                                  points_to_evaluate=plan.points_to_evaluate() or None, sampler=strategy.sampler(plan),
+                                  points_to_evaluate=plan.points_to_evaluate() or None, sampler=samplers.sampler(plan),
                                   study_name=plan.experiment, storage=optuna.storages.InMemoryStorage())
     trials = []
     for number in range(plan.num_samples):

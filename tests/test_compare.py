@@ -13,8 +13,8 @@ from mlflow.tracking import MlflowClient
 from scipy import stats as scipy_stats
 
 from raycse.cli import main
-from raycse.driver import comparison
-from raycse.driver.comparison import PUBLISHED, TUNED, Arm
+from raycse.judging import comparison
+from raycse.judging.comparison import PUBLISHED, TUNED, Arm
 
 SPACE = """\
 model: {model}

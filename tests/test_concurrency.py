@@ -1,13 +1,13 @@
 """Trials really run side by side: raycse's searcher, scheduler, resources and concurrency on a Ray cluster with a
 fake GPU (Ray counts it; no device is used), 4 slots of a quarter GPU each, short trials that report as raycse's
-trainable does (its start and report times), measured by raycse/driver/concurrency.py."""
+trainable does (its start and report times), measured by raycse/driver/tune/concurrency.py."""
 from __future__ import annotations
 
 import time
 
 import pytest
 
-from raycse.driver.concurrency import search_concurrency
+from raycse.driver.tune.concurrency import search_concurrency
 from raycse.records import OBJECTIVE, REPORTED_AT, STEP, TRIAL_STARTED_AT
 from raycse.settings.space import parse_space
 
@@ -19,16 +19,16 @@ def test_four_slots_keep_at_least_three_trials_running_while_trials_remain_to_st
     from ray import tune
 
     from raycse.driver import plan as planning
-    from raycse.driver import strategy
-    from raycse.driver.searcher import TaggedOptunaSearch
+    from raycse.driver.tune.searcher import TaggedOptunaSearch
+    from raycse.sampling import samplers
 
     # defined here, so that Ray pickles the function itself (the test module is not importable in a worker)
     def short_trial(config: dict) -> None:
-        """Four evaluations 0.4 s apart in place of a training; its start counted by raycse.driver.trial's own
+        """Four evaluations 0.4 s apart in place of a training; its start counted by raycse.driver.tune.trial's own
         functions, called as run_trial calls them (a new worker process from its creation, a reused one from now)."""
         from ray import tune
 
-        from raycse.driver import trial as raycse_trial
+        from raycse.driver.tune import trial as raycse_trial
 
         started = raycse_trial.trial_started_at(raycse_trial.worker_start_seconds(time.time()))
         try:
@@ -49,7 +49,7 @@ def test_four_slots_keep_at_least_three_trials_running_while_trials_remain_to_st
         slots = planning.max_concurrent(plan, ray.cluster_resources())
         assert slots == 4  # one fake GPU, a quarter each
         searcher = TaggedOptunaSearch(space=plan.define_by_run, metric=OBJECTIVE, mode="max",
-                                      points_to_evaluate=plan.points_to_evaluate(), sampler=strategy.sampler(plan))
+                                      points_to_evaluate=plan.points_to_evaluate(), sampler=samplers.sampler(plan))
         tuner = tune.Tuner(
             tune.with_resources(short_trial, planning.trial_resources(plan)),
             tune_config=tune.TuneConfig(metric=OBJECTIVE, mode="max", search_alg=searcher,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from raycse.driver.decision import (
+from raycse.judging.decision import (
     Baseline,
     ConfigScores,
     ConfirmPlan,
@@ -20,7 +20,7 @@ from raycse.driver.decision import (
     seeds_to_detect,
     smallest_detectable,
 )
-from raycse.driver.ranking import TrialCurve, rank_for_confirmation
+from raycse.judging.ranking import TrialCurve, rank_for_confirmation
 from raycse.records import DIVERGED, FAILED, FINISHED, STOPPED
 from raycse.stats import format_interval, format_std, mean_interval, one_significant
 
@@ -346,7 +346,7 @@ def test_the_z_boundaries_match_the_published_values_and_the_t_boundaries_spend_
     import numpy as np
     from scipy import stats as st
 
-    from raycse.driver import judgment
+    from raycse.judging import judgment
 
     z = judgment.z_boundaries((6, 12, 18), gamma=None)
     # Lan-DeMets O'Brien-Fleming type, one-sided 0.025, three equally spaced looks (gsDesign: 3.7103, 2.5114, 1.9930)
@@ -391,7 +391,7 @@ def test_the_judgment_stops_at_the_look_a_boundary_is_crossed_and_reports_a_repe
                baseline=Baseline(70.0, {"avg": 78.0}), plan=plan)
     v = d.versus_published
     assert d.look == 2 and d.stopped == "beats" and d.beats_published and d.beats_baseline
-    from raycse.driver import judgment
+    from raycse.judging import judgment
 
     half = judgment.t_boundary((6, 12, 18), 12) * v.std / math.sqrt(12)
     assert judgment.t_boundary((6, 12, 18), 12) == pytest.approx(2.85, abs=0.02)
@@ -414,7 +414,7 @@ def test_a_difference_too_small_to_matter_stops_for_futility_but_never_at_the_la
 
 
 def test_futility_reads_the_pairs_both_sides_ran_not_the_imputed_figure():
-    from raycse.driver import judgment
+    from raycse.judging import judgment
 
     plan = default_plan("full", top_k=1, choose_seeds=0)  # looks 6, 9, 12, 18
     judge = plan.seeds().judge[:6]

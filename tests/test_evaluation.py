@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 import torch
 from scipy.stats import spearmanr
+from sts_reference import stsb_dev, task_spearman
 
 from raycse.errors import ConfigError
 from raycse.evaluation.sts import (
     OBJECTIVES,
     SEVEN_TASKS,
     DevObjective,
-    StsbDevEvaluator,
     alignment_uniformity,
     build_objective,
     evaluate_encoder,
@@ -22,8 +22,6 @@ from raycse.evaluation.sts import (
     load_sts_task,
     score_pairs,
     spearman_x100,
-    sts_task_spearman,
-    stsb_dev_spearman,
 )
 
 
@@ -105,7 +103,7 @@ def senteval_dir(tmp_path) -> Path:
 # ------------------------------------------------------------------------------------ the "all" aggregate
 def test_sts_all_aggregate_is_spearman_over_the_concatenation(senteval_dir):
     encode = AngleEncoder()
-    figure = sts_task_spearman(encode, "STS12", data_dir=senteval_dir)
+    figure = task_spearman(encode, "STS12", data_dir=senteval_dir)
 
     predicted = [0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2]  # alpha then beta, the unscored pair left out
     gold = [5.0, 4.0, 3.0, 2.0, 4.8, 3.5, 2.5, 1.0]
@@ -124,7 +122,7 @@ def test_pairs_with_an_empty_gold_score_are_dropped(senteval_dir):
     assert "a0 dropped" not in subsets["alpha"].sentences1
 
     encode = AngleEncoder()
-    sts_task_spearman(encode, "STS12", data_dir=senteval_dir)
+    task_spearman(encode, "STS12", data_dir=senteval_dir)
     assert not any("dropped" in sentence for call in encode.calls for sentence in call)
 
 
@@ -157,12 +155,12 @@ def test_score_pairs_gives_cosines_and_encodes_each_distinct_sentence_once(sente
     assert len(encoded) == len(set(encoded)) == len(set(pairs.sentences1) | set(pairs.sentences2))
 
 
-def test_stsb_dev_spearman_and_the_reusable_evaluator_agree_with_scipy(senteval_dir):
+def test_the_stsb_dev_objective_is_reusable_and_agrees_with_scipy(senteval_dir):
     by_hand = spearmanr([0.95, 0.9, 0.2, 0.6, 0.4, 0.85, 1.0], [5.0, 4.0, 0.4, 4.2, 1.2, 4.6, 5.0]).correlation * 100
-    evaluator = StsbDevEvaluator(data_dir=senteval_dir)
-    assert evaluator(AngleEncoder()) == pytest.approx(by_hand, abs=1e-4)
-    assert evaluator(AngleEncoder()) == pytest.approx(by_hand, abs=1e-4)  # reusable
-    assert stsb_dev_spearman(AngleEncoder(), data_dir=senteval_dir) == pytest.approx(by_hand, abs=1e-4)
+    objective = build_objective("stsb_dev", data_dir=senteval_dir)
+    assert objective(AngleEncoder())["stsb_dev"] == pytest.approx(by_hand, abs=1e-4)
+    assert objective(AngleEncoder())["stsb_dev"] == pytest.approx(by_hand, abs=1e-4)  # reusable
+    assert stsb_dev(AngleEncoder(), data_dir=senteval_dir) == pytest.approx(by_hand, abs=1e-4)
 
 
 def test_spearman_x100():
@@ -199,7 +197,7 @@ def test_evaluate_all_encodes_once_and_matches_each_figure_alone(senteval_dir):
     assert len(encode.calls) == 1
     assert len(encode.calls[0]) == len(set(encode.calls[0]))
     for task in ("stsb_dev", "sickr_dev", *SEVEN_TASKS):
-        assert results[task] == pytest.approx(sts_task_spearman(AngleEncoder(), task, data_dir=senteval_dir))
+        assert results[task] == pytest.approx(task_spearman(AngleEncoder(), task, data_dir=senteval_dir))
     assert results["avg"] == pytest.approx(np.mean([results[task] for task in SEVEN_TASKS]))
     assert (results["alignment"], results["uniformity"]) == pytest.approx(
         alignment_uniformity(AngleEncoder(), data_dir=senteval_dir))
@@ -274,7 +272,7 @@ def test_stsb_dev_and_sts_dev_avg_on_a_real_encoder(tiny_encode):
     stsb_results = stsb(tiny_encode)
     assert list(stsb_results) == ["objective", "stsb_dev"]
     assert stsb_results["objective"] == stsb_results["stsb_dev"]
-    assert stsb_results["stsb_dev"] == pytest.approx(stsb_dev_spearman(tiny_encode), abs=1e-3)
+    assert stsb_results["stsb_dev"] == pytest.approx(stsb_dev(tiny_encode), abs=1e-3)
 
     recorded = Recorded(tiny_encode)
     results = build_objective("sts_dev_avg")(recorded)
@@ -283,7 +281,7 @@ def test_stsb_dev_and_sts_dev_avg_on_a_real_encoder(tiny_encode):
                      for s in (*pairs.sentences1, *pairs.sentences2)}
     assert sorted(recorded.calls[0]) == sorted(dev_sentences)
     assert build_objective("sts_dev_avg").sentences == recorded.calls[0]
-    separately = {key: sts_task_spearman(tiny_encode, key) for key in ("stsb_dev", "sickr_dev")}
+    separately = {key: task_spearman(tiny_encode, key) for key in ("stsb_dev", "sickr_dev")}
     assert results["stsb_dev"] == pytest.approx(separately["stsb_dev"], abs=1e-3)
     assert results["sickr_dev"] == pytest.approx(separately["sickr_dev"], abs=1e-3)
     assert results["objective"] == pytest.approx((separately["stsb_dev"] + separately["sickr_dev"]) / 2, abs=1e-3)
@@ -394,6 +392,6 @@ def test_a_good_dev_file_reads(tmp_path):
     assert (pairs.sentences1, pairs.sentences2, pairs.scores.tolist()) == (["a b", "e f"], ["c d", "g h"], [1.0, 2.0])
 
 
-def test_stsb_dev_evaluator_keeps_its_pairs(senteval_dir):
-    evaluator = StsbDevEvaluator(data_dir=senteval_dir)
-    assert evaluator.pairs.scores.tolist() == [5.0, 4.0, 0.4, 4.2, 1.2, 4.6, 5.0]
+def test_the_stsb_dev_objective_keeps_its_pairs(senteval_dir):
+    pairs = build_objective("stsb_dev", data_dir=senteval_dir).pairs["stsb_dev"]
+    assert pairs.scores.tolist() == [5.0, 4.0, 0.4, 4.2, 1.2, 4.6, 5.0]

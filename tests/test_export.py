@@ -144,13 +144,12 @@ def exported(store):
 def test_the_folder_loads_as_it_is_and_scores_as_the_checkpoint(store, exported):
     import torch
     from sentence_transformers import SentenceTransformer
+    from sts_reference import stsb_dev
     from transformers import AutoModel
-
-    from raycse.evaluation.sts import stsb_dev_spearman
 
     model = SentenceTransformer(str(exported), device="cpu")
     assert AutoModel.from_pretrained(str(exported)).config.hidden_size == 32
-    dev = stsb_dev_spearman(lambda sentences: torch.from_numpy(model.encode(sentences, batch_size=128)))
+    dev = stsb_dev(lambda sentences: torch.from_numpy(model.encode(sentences, batch_size=128)))
     assert dev == pytest.approx(store["dev"], abs=1e-6)
     assert not [p.name for p in exported.parent.iterdir() if p.name.endswith(".partial")]  # the staging is gone
 

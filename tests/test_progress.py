@@ -192,10 +192,10 @@ def test_the_exported_winner_scores_what_its_checkpoint_scored(searched_in_tmux)
     import torch
     from mlflow.tracking import MlflowClient
     from sentence_transformers import SentenceTransformer
+    from sts_reference import stsb_dev
 
     from raycse.cli import main
     from raycse.encoder.model import EVAL_BATCH_SIZE
-    from raycse.evaluation.sts import stsb_dev_spearman
 
     tmp, uri = searched_in_tmux["tmp"], searched_in_tmux["uri"]
     assert f"{EXIT}0" in searched_in_tmux["history"]
@@ -220,5 +220,5 @@ def test_the_exported_winner_scores_what_its_checkpoint_scored(searched_in_tmux)
             vectors[rows] = torch.from_numpy(model.encode([sentences[i] for i in rows], batch_size=len(rows)))
         return vectors
 
-    dev = stsb_dev_spearman(in_raycses_batches)
+    dev = stsb_dev(in_raycses_batches)
     assert dev == pytest.approx(registered["best_objective"], abs=1e-6)

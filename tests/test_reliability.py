@@ -225,7 +225,7 @@ def test_runs_of_trials_that_tune_never_recorded_are_dropped_on_resume(tmp_path)
     import optuna
     from mlflow.tracking import MlflowClient
 
-    from raycse.driver.searcher import fail_unrecorded_trials
+    from raycse.driver.tune.searcher import fail_unrecorded_trials
     from raycse.records import RAY_TRIAL_ID, STAGE_TAG, STATUS_TAG, TRIAL_TAG
     from raycse.tracking.tracker import Tracker
 

@@ -1,5 +1,5 @@
-"""raycse.driver.resumable_limits.py on a real Tune experiment: a grid whose snapshot still counts a finished trial as
-running (a search killed after the trial finished, before the grid's state was written again) resumes and ends.
+"""raycse/driver/tune/resumable_limits.py on a real Tune experiment: a grid whose snapshot still counts a finished
+trial as running (a search killed after the trial finished, before the grid's state was written again) resumes and ends.
 Tune's own grid generator, restored from the same snapshot, would hold back every trial and never finish: Tune then
 waits for a trial forever."""
 from __future__ import annotations
@@ -36,7 +36,7 @@ def _snapshot_counting_a_finished_trial(tmp_path: Path) -> tuple[Path, str]:
     import ray.cloudpickle as cloudpickle
     from ray import tune
 
-    from raycse.driver.resumable_limits import ForgetFinishedTrials, ResumableGrid
+    from raycse.driver.tune.resumable_limits import ForgetFinishedTrials, ResumableGrid
 
     tune.Tuner(_trainable, param_space={"x": tune.grid_search([0, 1, 2])},
                tune_config=tune.TuneConfig(search_alg=ResumableGrid(max_concurrent=1)),
@@ -57,7 +57,7 @@ def test_a_grid_that_counts_a_finished_trial_as_running_resumes_and_ends(tmp_pat
     from ray import tune
     from ray.tune.search import BasicVariantGenerator
 
-    from raycse.driver import resumable_limits
+    from raycse.driver.tune import resumable_limits
 
     path, first = _snapshot_counting_a_finished_trial(tmp_path)
     # Tune's generator restored from this snapshot offers no trial and is not finished: the state Tune waits in
@@ -103,7 +103,7 @@ def test_a_limiter_that_counts_a_finished_trial_as_running_resumes_and_ends(tmp_
     from ray import tune
     from ray.tune.search import ConcurrencyLimiter
 
-    from raycse.driver.resumable_limits import ForgetFinishedTrials, ResumableLimiter
+    from raycse.driver.tune.resumable_limits import ForgetFinishedTrials, ResumableLimiter
 
     tune.Tuner(_trainable, tune_config=tune.TuneConfig(search_alg=ResumableLimiter(_listed_searcher(), 1),
                                                       num_samples=2),

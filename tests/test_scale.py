@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from raycse.bench.simulated_trial import ParametricCurve
-from raycse.driver.write_queue import StepMetrics, WriteQueue
+from raycse.driver.tune.write_queue import StepMetrics, WriteQueue
 from raycse.tracking.latency import Latencies
 
 
@@ -165,7 +165,7 @@ def test_the_drivers_sqlite_stores_commit_in_write_ahead_log_mode(tmp_path):
 @pytest.mark.slow
 def test_a_finished_trials_worker_runs_the_next_trial_and_no_later_trial_starts_a_worker(tmp_path):
     """raycse's schedulers (ASHA here; FIFO shares the choice) hand a finished trial's worker to the trial
-    suggested next (raycse/driver/newest_first.py): 16 trials that end as soon as they start, 6 at a time, run in
+    suggested next (raycse/driver/tune/newest_first.py): 16 trials that end as soon as they start, 6 at a time, run in
     the workers of the first wave, and no trial after it asks Ray for a worker (Tune's debug log says). Tune's own
     FIFO order gives a finished trial's worker to an older pending trial, kills that trial's starting worker and
     asks for a new one for the next trial: 16 workers for 16 trials."""
@@ -173,7 +173,7 @@ def test_a_finished_trials_worker_runs_the_next_trial_and_no_later_trial_starts_
     from ray import tune
 
     from raycse.bench.trial_workers import WorkerRequests
-    from raycse.driver.newest_first import NewestFirstASHA
+    from raycse.driver.tune.newest_first import NewestFirstASHA
 
     def instant(config):
         tune.report({"pid": os.getpid(), "objective": config["x"]})

@@ -1,4 +1,4 @@
-"""Search strategies (raycse/driver/strategy.py, prior_sampler.py), their space-file options, the concurrency
+"""Search strategies (raycse/sampling/samplers.py, prior_sampler.py), their space-file options, the concurrency
 figures, and a short search replayed against a tiny recorded landscape through raycse's real searcher and
 scheduler (benchmarks/search_replay.py)."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from benchmark_modules import load_benchmark
 
-from raycse.driver.concurrency import mean_running, search_concurrency
+from raycse.driver.tune.concurrency import mean_running, search_concurrency
 from raycse.errors import ConfigError
 from raycse.settings.space import parse_space
 
@@ -32,7 +32,7 @@ def focal_space(**search):
 def test_the_default_strategy_and_the_budget_aware_start_up():
     import optuna
 
-    from raycse.driver.strategy import sampler
+    from raycse.sampling.samplers import sampler
 
     space = focal_space(num_samples=16)
     assert space.sampler["name"] == "tpe"
@@ -46,7 +46,7 @@ def test_the_default_strategy_and_the_budget_aware_start_up():
 
 
 @pytest.mark.parametrize("search, message", [
-    ({"sampler": {"name": "cmaes"}}, "search.sampler.name: 'cmaes' is not one of prior, tpe, tpe-optuna, random"),
+    ({"sampler": {"name": "cmaes"}}, "search.sampler.name: 'cmaes' is not one of tpe, prior, tpe-optuna, random"),
     ({"sampler": {"startup_trials": 0}}, "search.sampler.startup_trials"),
     ({"sampler": {"prior_width": 0}}, "search.sampler.prior_width"),
     ({"sampler": {"width": 0.2}}, "search.sampler.width"),
@@ -59,8 +59,8 @@ def test_bad_sampler_options_name_the_culprit(search, message):
 def test_the_prior_draws_its_start_up_trials_around_the_published_point_then_hands_over_to_tpe():
     import optuna
 
-    from raycse.driver.prior_sampler import unit_of
-    from raycse.driver.strategy import sampler
+    from raycse.sampling.prior_guided import unit_of
+    from raycse.sampling.samplers import sampler
 
     space = focal_space(num_samples=16, sampler={"name": "prior", "prior_width": 0.05, "startup_trials": 3})
     study = optuna.create_study(direction="maximize", sampler=sampler(space))
@@ -78,7 +78,7 @@ def test_the_prior_draws_its_start_up_trials_around_the_published_point_then_han
 
 
 def test_the_prior_of_a_conditional_space_centres_every_family_on_its_published_point():
-    from raycse.driver.strategy import sampler
+    from raycse.sampling.samplers import sampler
 
     tau = {"tau": {"type": "loguniform", "low": 0.02, "high": 0.2}}
     space = parse_space({"families": {"focal": {"loss": "focal", "space": tau, "published": {"tau": 0.07}},
@@ -134,7 +134,7 @@ def tiny_landscape(path: Path) -> Path:
 def test_a_short_search_replayed_through_the_real_searcher_and_scheduler(tmp_path):
     from optuna.trial import TrialState
 
-    from raycse.driver.ranking import TrialCurve, rank_for_confirmation
+    from raycse.judging.ranking import TrialCurve, rank_for_confirmation
 
     surrogate = load_benchmark("surrogate").Surrogate.load(tiny_landscape(tmp_path / "tiny.json"), restarts=1)
     replay = load_benchmark("search_replay")

@@ -4,9 +4,9 @@ import math
 import numpy as np
 import pytest
 
-from raycse.driver import judgment
-from raycse.driver.decision import Baseline, ConfigScores, ConfirmPlan, SeedScore, decide, default_plan
-from raycse.driver.sequential_estimate import adjusted_mean, correction, stopping_estimate
+from raycse.judging import judgment
+from raycse.judging.decision import Baseline, ConfigScores, ConfirmPlan, SeedScore, decide, default_plan
+from raycse.judging.sequential_estimate import adjusted_mean, correction, stopping_estimate
 from raycse.records import DIVERGED, FINISHED
 
 LOOKS = (6, 9, 12, 18)

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from sts_reference import stsb_dev
 
 from raycse.data.corpus import GlobalBatches
 from raycse.encoder.model import Encoder
-from raycse.evaluation.sts import SEVEN_TASKS, StsbDevEvaluator
+from raycse.evaluation.sts import SEVEN_TASKS
 from raycse.settings.config import TrainConfig
 from raycse.training.batches import BatchTokenizer, training_loader
 from raycse.training.trainer import (
@@ -124,7 +125,7 @@ def test_best_checkpoint_loads_in_sentence_transformers_and_transformers(full_ru
     def encode(sentences):
         return torch.as_tensor(model.encode(sentences, batch_size=128, convert_to_numpy=True))
 
-    rescored = StsbDevEvaluator()(encode)
+    rescored = stsb_dev(encode)
     assert rescored == pytest.approx(full_run["results"]["best_objective"], abs=0.05)
     # unsupervised 'cls' training keeps the checkpoint without its MLP head (SimCSE's mlp_only_train)
     assert json.loads((best / "raycse_pooler.json").read_text()) == {"pooler": "cls_before_pooler"}

@@ -3,5 +3,6 @@ concurrent trials sharing one machine (concurrent.py), and what gradient caching
 (cached.py, `raycse bench --cached`); the stand-in trial and Tune's worker counts of the scale benchmark
 (simulated_trial.py, trial_workers.py).
 
-May import: driver, training, settings, evaluation, encoder, data, losses and the leaves; never the commands.
+May import: driver, judging, sampling, training, settings, evaluation, encoder, data, losses and the leaves; never
+the commands.
 """

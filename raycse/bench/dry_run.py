@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from raycse.driver.plan import search_plan
+from raycse.driver.plan import needs_stage0, search_plan
 from raycse.settings.space import SearchSpace
 
 # Sentence pairs scored by one evaluation of STS-B dev, and by the seven test tasks (STS12-16, STS-B test, SICK-R
@@ -95,7 +95,7 @@ def plan_search(space: SearchSpace, options: dict, step_ms: float | None = None,
     """The plan of `raycse search` with these options (the checked search options by name), and its cost."""
     from types import SimpleNamespace
 
-    from raycse.driver.decision import seed_blocks
+    from raycse.judging.decision import seed_blocks
 
     budget, gpus, reason = choose_budget(options, gpus, machine_gpus)
     plan = search_plan(space, SimpleNamespace(scheduler=None, grace_evals=None, **options), budget)
@@ -128,7 +128,7 @@ def plan_search(space: SearchSpace, options: dict, step_ms: float | None = None,
                                     hours, hours * gpus_per_trial))
 
     add("baseline", 1, "-", "the untouched model's objective (one evaluation, no training)", train=False)
-    if _needs_stage0(plan):
+    if needs_stage0(plan):
         add("stage0", 1, str(base.seed), "DCLR's complementary SimCSE model")
     add("search", plan.num_samples, f"{base.seed} (every trial)",
         f"{plan.num_samples} configurations, the published point first; ASHA may stop some early")
@@ -143,15 +143,6 @@ def plan_search(space: SearchSpace, options: dict, step_ms: float | None = None,
             f"the winner and the published point on {len(blocks.judge)} fresh seeds each, the first {on_test} "
             "also on the seven test tasks", tests=2 * on_test)
     return run
-
-
-def _needs_stage0(plan: SearchSpace) -> bool:
-    from raycse.losses import PRESETS
-
-    def base_loss(family) -> str:
-        return PRESETS[family.loss][0] if family.loss in PRESETS else family.loss
-
-    return plan.base.complementary is None and any(base_loss(f) == "dclr" for f in plan.families.values())
 
 
 def _seed_range(seeds: tuple[int, ...]) -> str:

@@ -1,7 +1,7 @@
 """A stand-in for a trial's training, to measure the search driver at scale without training (benchmarks/scale.py).
 
 `SimulatedTrials` goes where raycse's training would (`SearchOptions.trial_stand_in`): every trial of the search
-then runs `simulated_trial` in its Ray worker, which does what `raycse.driver.trial.run_trial` does around the
+then runs `simulated_trial` in its Ray worker, which does what `raycse.driver.tune.trial.run_trial` does around the
 training — the replay check against MLflow, Tune checkpoints at the trial's pace, resuming from one — and in place
 of the training replays a dev curve, one evaluation every `eval_interval_s` seconds, with the keys a real
 evaluation reports (so that the driver's callback writes to MLflow what it writes for a real trial). The worker
@@ -92,9 +92,9 @@ def simulated_trial(tune_config: dict, trials: SimulatedTrials, context, base_se
     """One simulated trial in its Ray worker: the replay check, then the curve with a checkpoint at every point."""
     from ray import tune
 
-    from raycse.driver.pacing import CheckpointPace
-    from raycse.driver.replay import replayed_result
-    from raycse.driver.trial_result import evaluation_result, final_result
+    from raycse.driver.tune.pacing import CheckpointPace
+    from raycse.driver.tune.replay import replayed_result
+    from raycse.driver.tune.trial_result import evaluation_result, final_result
 
     started = time.time()
     trial_id = tune.get_context().get_trial_id()

@@ -1,5 +1,5 @@
 """Tune's trial workers, counted from Tune's own debug log: requested for a trial, reused, and killed while starting
-(a finished trial's worker went to that trial instead; raycse/driver/newest_first.py says why that matters).
+(a finished trial's worker went to that trial instead; raycse/driver/tune/newest_first.py says why that matters).
 
 Tune says these things only in its controller's debug lines, so the count reads them: if Ray rewords them, the
 counts read 0 and the checks built on them fail rather than pass."""

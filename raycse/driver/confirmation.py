@@ -1,14 +1,14 @@
 """Between the search's trial records and its decision: the confirmation plan of a space, the search stage's curves,
 the configurations' seed-level scores, and which configurations the choosing and judging blocks train.
 
-The statistics themselves are raycse/driver/decision.py's (pure); this module only reads records into its inputs.
+The statistics themselves are raycse/judging/decision.py's (pure); this module only reads records into its inputs.
 """
 from __future__ import annotations
 
-from raycse.driver.decision import Baseline as DecisionBaseline
-from raycse.driver.decision import ConfigScores, ConfirmPlan, SeedScore
 from raycse.driver.outcome import Baseline, TrialRecord
-from raycse.driver.ranking import Ranked, TrialCurve
+from raycse.judging.decision import Baseline as DecisionBaseline
+from raycse.judging.decision import ConfigScores, ConfirmPlan, SeedScore
+from raycse.judging.ranking import Ranked, TrialCurve
 from raycse.records import CHOOSE, JUDGE, SEARCH
 from raycse.settings.space import SearchSpace
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 from raycse.driver import confirmation
-from raycse.driver.decision import ConfirmPlan, decide
 from raycse.driver.outcome import Baseline, SearchOutcome, TrialRecord
-from raycse.driver.ranking import Ranked
 from raycse.driver.stages.record import NO_CONFIRMATION
 from raycse.errors import ConfigError
+from raycse.judging.decision import ConfirmPlan, decide
+from raycse.judging.ranking import Ranked
 from raycse.records import CHOOSE, JUDGE, SEARCH
 
 

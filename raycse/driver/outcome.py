@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from raycse.driver.decision import Decision
-from raycse.driver.ranking import Ranked
+from raycse.judging.decision import Decision
+from raycse.judging.ranking import Ranked
 
 
 @dataclass
@@ -53,7 +53,7 @@ class Baseline:
 
 @dataclass
 class SearchOutcome:
-    """What a search answers: its trials, the decision (raycse/driver/decision.py) and where it was recorded.
+    """What a search answers: its trials, the decision (raycse/judging/decision.py) and where it was recorded.
 
     `configurations` maps every configuration key the answer names (the ranked ones, the published point) to its
     loss family and parameters. `decision` is None when no confirmation stage ran (--no-confirm): then the answer

@@ -1,5 +1,5 @@
 """How a search is laid out before it runs: its budget, the trials' resources and concurrency, the scheduler
-and the persistent Optuna study (the sampler: raycse/driver/strategy.py). Pure decisions on the space and the
+and the persistent Optuna study (the sampler: raycse/sampling/samplers.py). Pure decisions on the space and the
 cluster, plus the study's storage."""
 from __future__ import annotations
 
@@ -93,8 +93,8 @@ def max_concurrent(space: SearchSpace, cluster: dict) -> int:
 # ---------------------------------------------------------------------------------------- the scheduler
 def scheduler(space: SearchSpace):
     """ASHA over training steps (rungs every grace period x reduction factor), or FIFO; either starts the newest
-    pending trial first (raycse/driver/newest_first.py: a finished trial's worker goes to the next trial)."""
-    from raycse.driver.newest_first import NewestFirstASHA, NewestFirstFIFO
+    pending trial first (raycse/driver/tune/newest_first.py: a finished trial's worker goes to the next trial)."""
+    from raycse.driver.tune.newest_first import NewestFirstASHA, NewestFirstFIFO
 
     if space.scheduler["name"] == "fifo":
         return NewestFirstFIFO()

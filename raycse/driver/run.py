@@ -8,10 +8,10 @@
     choose     the top-K configurations on fresh seeds: the best mean there is the winner
     judge      the winner and the published point on further fresh seeds, which alone judge them
     test       judging checkpoints still without test figures scored on the seven STS test tasks
-    record     the decision (raycse/driver/decision.py), the summary, MLflow, the registered model
+    record     the decision (raycse/judging/decision.py), the summary, MLflow, the registered model
     report     the report page
 
-Every trial is a Tune trial (raycse.driver.trial.run_trial) recorded as an MLflow child run by a Tune callback in
+Every trial is a Tune trial (raycse.driver.tune.trial.run_trial) recorded as an MLflow child run by a Tune callback in
 the driver. `--resume` continues whichever stage was interrupted: finished trials are never trained again,
 unfinished ones continue from their last evaluation. The driver knows nothing of loss internals: a trial is a
 TrainConfig.

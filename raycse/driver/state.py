@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from raycse.driver.outcome import Baseline, SearchOutcome, TrialRecord
-from raycse.driver.ranking import Ranked
+from raycse.judging.ranking import Ranked
 from raycse.settings.space import SearchSpace
 
 if TYPE_CHECKING:
@@ -45,16 +45,16 @@ class SearchOptions:
     store_flags: dict[str, str] = field(default_factory=dict)  # which flag named each store, for error messages
     started_at: float = field(default_factory=time.perf_counter)  # the command's start: time_total_s runs from it
     # How the search stage samples (benchmarks/search_quality.py compares them): None (the space file's
-    # search.sampler), one of raycse.settings.space.SAMPLER_NAMES, or "grid" (Tune's grid over `grid`:
-    # {param: [values]}).
+    # search.sampler) or a name of raycse.sampling.samplers.SAMPLERS; a grid one runs Tune's grid over `grid`
+    # ({param: [values]}).
     sampler: str | None = None
     grid: dict[str, list] | None = None
     scheduler: str | None = None  # "asha" | "fifo": overrides the space file's
     grace_evals: int | None = None  # overrides the space file's ASHA grace period (in evaluations)
     max_total_steps: int | None = None  # stop the search stage once its trials took this many steps in all
     # What every trial runs instead of training: an object whose `.trainable(plan, context)` gives the Tune function
-    # (None: raycse's training, raycse.driver.trial.run_trial). benchmarks/scale.py measures the driver at scale with
-    # a stand-in that replays a dev curve (raycse.bench.simulated_trial).
+    # (None: raycse's training, raycse.driver.tune.trial.run_trial). benchmarks/scale.py measures the driver at scale
+    # with a stand-in that replays a dev curve (raycse.bench.simulated_trial).
     trial_stand_in: Any = None
     # One loss of `raycse compare`: judging on fixed seeds (one look, no early stop: the comparison's family is
     # judged at once), every judging seed scored on the test tasks (the judged figure of every comparison).
@@ -140,8 +140,8 @@ class SearchState:
 
     def timings(self) -> dict[str, float]:
         """Where the time went so far: the phases, the trials' own seconds summed, and how busy the slots were."""
-        from raycse.driver.concurrency import search_concurrency
         from raycse.driver.plan import max_concurrent
+        from raycse.driver.tune.concurrency import search_concurrency
         from raycse.records import (
             CHOOSE,
             CONCURRENT_SLOTS,

@@ -8,8 +8,8 @@ import dataclasses
 import os
 from typing import Any
 
-from raycse.driver.decision import BlockSummary, Decision
 from raycse.driver.outcome import SearchOutcome
+from raycse.judging.decision import BlockSummary, Decision
 from raycse.settings.space import SearchSpace
 from raycse.stats import Interval
 

@@ -97,33 +97,6 @@ def score_pairs(encode: Encode, pairs: STSPairs) -> np.ndarray:
     return _pair_cosines(distinct.encode_with(encode), distinct, pairs)
 
 
-def sts_task_spearman(encode: Encode, name: str, data_dir: str | Path | None = None) -> float:
-    """SentEval's figure for one of the seven tasks (or 'stsb_dev' / 'sickr_dev').
-
-    STS12-16: Spearman over the concatenation of all subsets; STSBenchmark and SICKRelatedness: the test split.
-    """
-    if name not in SPLIT_OF_RESULT:
-        raise ConfigError(f"unknown STS task {name!r} (choose from {', '.join(SPLIT_OF_RESULT)})")
-    pairs = concatenate(load_sts_task(SPLIT_OF_RESULT[name], data_dir).values())
-    return spearman_x100(score_pairs(encode, pairs), pairs.scores)
-
-
-class StsbDevEvaluator:
-    """STS-B dev Spearman x100, for calling every few training steps: the `stsb_dev` objective as a float."""
-
-    def __init__(self, data_dir: str | Path | None = None):
-        self._objective = build_objective("stsb_dev", data_dir=data_dir)
-        self.pairs = self._objective.pairs["stsb_dev"]
-
-    def __call__(self, encode: Encode) -> float:
-        return self._objective(encode)["stsb_dev"]
-
-
-def stsb_dev_spearman(encode: Encode, data_dir: str | Path | None = None) -> float:
-    """The search objective: STS-B dev Spearman x100 (SimCSE selects checkpoints on it too)."""
-    return StsbDevEvaluator(data_dir)(encode)
-
-
 def alignment_uniformity(encode: Encode, data_dir: str | Path | None = None) -> tuple[float, float]:
     """SimCSE's alignment and uniformity (Wang & Isola 2020) on STS-B dev, lower is better for both.
 

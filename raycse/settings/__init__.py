@@ -4,5 +4,5 @@ search-space files (`space`), the shipped ones by name (`space_files`, package d
 reported rows (`paper_rows`); every space-file key described and its JSON Schema (`reference`, written to
 `space.schema.json`); YAML with a key written twice refused (`strict_yaml`).
 
-May import: evaluation, encoder, data, losses and the leaves.
+May import: sampling (the sampler table), evaluation, encoder, data, losses and the leaves.
 """

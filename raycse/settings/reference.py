@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from raycse.losses import LOSS_NAMES, REGULARISERS, hyperparameter_catalogue, loss_hyperparameters
+from raycse.sampling.samplers import FILE_SAMPLER_NAMES, SAMPLERS
 from raycse.settings.checks import CONFIRM_SEEDS_LIMIT, INT_LIMIT, NAME_LIMIT, SEED_LIMIT
 from raycse.settings.config import TrainConfig, field_kind
 from raycse.settings.space import (
     DISTRIBUTIONS,
-    SAMPLER_NAMES,
     TEST_EVAL,
     TRAIN_SEARCHABLE,
     Confirm,
@@ -207,9 +207,8 @@ def section_keys() -> list[Key]:
                              "each rung"),
     }
     sampler_schema = {
-        "name": (_choice(SAMPLER_NAMES), sampler["name"], "what proposes the search stage's configurations: tpe "
-                 "(TPE that starts proposing from its model after startup_trials), prior (start-up trials drawn "
-                 "around the published point), tpe-optuna (Optuna's own TPE defaults), random"),
+        "name": (_choice(FILE_SAMPLER_NAMES), sampler["name"], "what proposes the search stage's configurations: "
+                 + "; ".join(f"{name}: {SAMPLERS[name].summary}" for name in FILE_SAMPLER_NAMES)),
         "startup_trials": (_integer(1, INT_LIMIT, null=True), sampler["startup_trials"], "finished trials "
                            "before TPE's model proposes (null: max(2, num_samples / 4))"),
         "prior_width": (_number(0.01, 10), sampler["prior_width"], "prior: the std of the start-up draws, on "

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from raycse.errors import ConfigError, shown
+from raycse.sampling.samplers import FILE_SAMPLER_NAMES, SAMPLER_DEFAULTS
 from raycse.settings.checks import CONFIRM_SEEDS_LIMIT, INT_LIMIT, SEED_LIMIT, check_choice, check_name, check_path_text
 from raycse.settings.checks import mapping as _mapping
 from raycse.settings.checks import no_unknown as _no_unknown
@@ -29,9 +30,7 @@ TRAIN_SEARCHABLE = searchable_settings()  # training settings a space may search
 TOP_KEYS = {"experiment", "description", "model", "corpus", "objective", "loss", "reg", "train", "space", "published",
             "families", "search", "resources", "cpu_budget", "paper"}
 SEARCH_KEYS = {"num_samples", "max_concurrent", "seed", "scheduler", "sampler", "test_eval", "confirm"}
-# search.sampler: which strategy proposes trials (raycse/driver/strategy.py) and its prior's settings
-SAMPLER_NAMES = ("prior", "tpe", "tpe-optuna", "random")
-SAMPLER_DEFAULTS = {"name": "tpe", "startup_trials": None, "prior_width": 0.15}
+# search.sampler: which strategy proposes trials (raycse/sampling/samplers.py) and its prior's settings
 SCHEDULER_KEYS = {"name", "grace_evals", "reduction_factor"}
 RESOURCE_KEYS = {"workers", "gpus_per_worker", "cpus_per_worker"}
 CONFIRM_KEYS = {"top_k", "choose_seeds", "judge_seeds", "test_seeds", "looks"}
@@ -90,7 +89,7 @@ class Resources:
 
 @dataclass
 class Confirm:
-    """How the answer is reached after the search stage (raycse/driver/decision.py): the `top_k` best configurations
+    """How the answer is reached after the search stage (raycse/judging/decision.py): the `top_k` best configurations
     are trained on `choose_seeds` fresh seeds and the best mean there wins (no choosing block when top_k is 1); the
     winner and the published point are then trained on `judge_seeds` further fresh seeds, which alone judge them.
     The defaults are the full budget's: 18 judging seeds can detect a difference of one seed-std (80% power).
@@ -483,7 +482,7 @@ def validate_space(space: SearchSpace, prefix: str = "") -> None:
     check("search.scheduler.grace_evals", check_number, sched.get("grace_evals"), low=1)
     check("search.scheduler.reduction_factor", check_number, sched.get("reduction_factor"), low=2)
     sampler = space.sampler
-    check("search.sampler.name", check_choice, sampler.get("name"), SAMPLER_NAMES)
+    check("search.sampler.name", check_choice, sampler.get("name"), FILE_SAMPLER_NAMES)
     if sampler.get("startup_trials") is not None:
         check("search.sampler.startup_trials", check_int, sampler["startup_trials"], low=1)
     check("search.sampler.prior_width", check_number, sampler.get("prior_width"), low=0.01, high=10)

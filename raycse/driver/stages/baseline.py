@@ -12,9 +12,9 @@ import dataclasses
 import json
 
 from raycse.driver.outcome import Baseline
-from raycse.driver.scoring import score_untouched
 from raycse.driver.stages.base import Stage
 from raycse.driver.state import PendingBaseline, SearchState
+from raycse.driver.tune.scoring import score_untouched
 from raycse.evaluation import untouched_cache
 from raycse.records import BASELINE_TAG
 from raycse.settings.space import SearchSpace

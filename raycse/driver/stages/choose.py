@@ -1,6 +1,6 @@
-"""Choose: the search stage's ranking (on a common footing: raycse/driver/ranking.py), then, when the plan keeps
+"""Choose: the search stage's ranking (on a common footing: raycse/judging/ranking.py), then, when the plan keeps
 more than one configuration, the top_k trained on the choosing block's fresh seeds; the winner is the best mean
-there (raycse/driver/decision.py). With top_k 1 (or no confirmation stage) the search stage's first is the winner.
+there (raycse/judging/decision.py). With top_k 1 (or no confirmation stage) the search stage's first is the winner.
 
 Resume: the ranking is kept on the parent run (a tag) once made, so a resumed search trains the same
 configurations on the same seeds; the stage's Tune experiment is restored.
@@ -10,11 +10,12 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from raycse.driver import confirmation, tune_runner
-from raycse.driver.decision import choose_winner
-from raycse.driver.ranking import Ranked, rank_for_confirmation
+from raycse.driver import confirmation
 from raycse.driver.stages.base import Stage
 from raycse.driver.state import SearchState
+from raycse.driver.tune import runner
+from raycse.judging.decision import choose_winner
+from raycse.judging.ranking import Ranked, rank_for_confirmation
 from raycse.records import CHOOSE, RANKING_TAG, WINNER_TAG
 from raycse.settings.space import TrialSpec
 
@@ -44,7 +45,7 @@ class ChooseStage(Stage):
             specs = [TrialSpec(sampled[r.key], seed, CHOOSE) for r in ranking for seed in seeds]
             state.log(f"Choosing: the top {len(ranking)} configuration(s) of the search, each on seeds "
                       f"{seeds[0]}-{seeds[-1]} ({len(specs)} runs).")
-            state.choose_runs = tune_runner.run_fixed(state, plan, CHOOSE, specs)
+            state.choose_runs = runner.run_fixed(state, plan, CHOOSE, specs)
         if confirm is None:
             state.winner_key = ranking[0].key if ranking else None
         else:

@@ -12,10 +12,11 @@ where the uninterrupted one would have, or continues the look that was running.
 """
 from __future__ import annotations
 
-from raycse.driver import confirmation, tune_runner
-from raycse.driver.decision import decide
+from raycse.driver import confirmation
 from raycse.driver.stages.base import Stage
 from raycse.driver.state import SearchState
+from raycse.driver.tune import runner
+from raycse.judging.decision import decide
 from raycse.records import JUDGE
 from raycse.settings.space import TrialSpec
 
@@ -48,7 +49,7 @@ class JudgeStage(Stage):
             specs = [TrialSpec(plan.sampled_of(configs[key]["family"], configs[key]["params"]), seed, JUDGE,
                                test=seed in on_test)
                      for key in keys for seed in seeds[start:end]]
-            runs += tune_runner.run_fixed(state, plan, JUDGE, specs, part="" if number == 1 else f"look{number}",
+            runs += runner.run_fixed(state, plan, JUDGE, specs, part="" if number == 1 else f"look{number}",
                                           drop_lost=False)
             start = end
             if number < len(looks):
@@ -60,5 +61,5 @@ class JudgeStage(Stage):
                     state.log(f"Judging stops at look {number} of {len(looks)} ({end} seeds): {decision.stopped}; "
                               f"the {len(keys) * (len(seeds) - end)} runs of the later looks are not started.")
                     break
-        tune_runner.drop_lost_runs(state, plan, JUDGE, runs)
+        runner.drop_lost_runs(state, plan, JUDGE, runs)
         state.judge_runs = runs

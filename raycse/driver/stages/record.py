@@ -1,4 +1,4 @@
-"""Record: the decision (raycse/driver/decision.py) from every block's seed-level scores, and the answer into MLflow:
+"""Record: the decision (raycse/judging/decision.py) from every block's seed-level scores, and the answer into MLflow:
 the winner's judged figures, its configuration and a checkpoint on the parent run, that checkpoint as a registered
 model version, and search_summary.json.
 
@@ -9,12 +9,12 @@ Resume: done again from the records; parameters already logged are kept.
 from __future__ import annotations
 
 from raycse.driver import confirmation
-from raycse.driver.decision import decide
 from raycse.driver.outcome import SearchOutcome, TrialRecord
-from raycse.driver.scoring import local_copy
 from raycse.driver.stages.base import Stage
 from raycse.driver.state import SearchState
 from raycse.driver.summary import search_summary
+from raycse.driver.tune.scoring import local_copy
+from raycse.judging.decision import decide
 from raycse.records import (
     BEST_CHECKPOINT_TAG,
     BEST_OBJECTIVE,

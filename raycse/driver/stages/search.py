@@ -10,11 +10,13 @@ from __future__ import annotations
 import math
 
 from raycse.driver import plan as planning
-from raycse.driver import progress, strategy, tune_runner
+from raycse.driver import progress
 from raycse.driver.stages.base import Stage
 from raycse.driver.state import SearchState
+from raycse.driver.tune import runner
 from raycse.evaluation.sts import DevObjective
 from raycse.records import OBJECTIVE, RAY_TRIAL_ID, SEARCH
+from raycse.sampling import samplers
 
 
 class SearchStage(Stage):
@@ -26,8 +28,8 @@ class SearchStage(Stage):
         import optuna
         from ray import tune
 
-        from raycse.driver.resumable_limits import ResumableGrid, ResumableLimiter
-        from raycse.driver.searcher import (
+        from raycse.driver.tune.resumable_limits import ResumableGrid, ResumableLimiter
+        from raycse.driver.tune.searcher import (
             TaggedOptunaSearch,
             TotalStepsStopper,
             fail_unrecorded_trials,
@@ -36,7 +38,8 @@ class SearchStage(Stage):
 
         plan, options = state.plan, state.options
         study_name, storage = plan.experiment, state.optuna_storage
-        grid = options.sampler == "grid"  # a hand-written grid: every combination once, no searcher
+        chosen = samplers.sampler_named(options.sampler, plan)
+        grid = chosen.tune_grid  # a hand-written grid: every combination once, no searcher
         param_space = {name: tune.grid_search(list(values)) for name, values in (options.grid or {}).items()} \
             if grid else None
 
@@ -47,7 +50,7 @@ class SearchStage(Stage):
                                               points_to_evaluate=points_not_waiting(
                                                   study_name, planning.optuna_rdb_storage(storage),
                                                   plan.points_to_evaluate()) or None,
-                                              sampler=strategy.sampler(plan, options.sampler),
+                                              sampler=chosen.build(samplers.settings_of(plan)),
                                               study_name=study_name, storage=planning.optuna_rdb_storage(storage))
             slots = planning.max_concurrent(plan, state.cluster)
             limited = ResumableGrid(max_concurrent=slots) if grid else ResumableLimiter(searcher, slots)
@@ -58,8 +61,8 @@ class SearchStage(Stage):
         stopper = TotalStepsStopper(options.max_total_steps) if options.max_total_steps else None
         grid_size = math.prod(len(values) for values in (options.grid or {}).values())
         progress.plan_trials(grid_size if grid else plan.num_samples, DevObjective.mode)
-        experiment = tune_runner.tuner(state, plan, SEARCH, tune_config, param_space, stopper=stopper)
-        records = tune_runner.fit(state, plan, SEARCH, experiment)
+        experiment = runner.tuner(state, plan, SEARCH, tune_config, param_space, stopper=stopper)
+        records = runner.fit(state, plan, SEARCH, experiment)
         if not grid:  # so that the printed table names each trial as optuna-dashboard and the report do
             study = optuna.load_study(study_name=study_name, storage=planning.optuna_rdb_storage(storage))
             fail_unrecorded_trials(study, {record.trial_id for record in records})  # sampled just before a kill

@@ -10,9 +10,9 @@ import os
 from pathlib import Path
 
 from raycse.driver import plan as planning
-from raycse.driver.pacing import set_snapshot_period
 from raycse.driver.stages.base import Stage
 from raycse.driver.state import SearchState
+from raycse.driver.tune.pacing import set_snapshot_period
 from raycse.errors import ConfigError
 from raycse.records import BUDGET_TAG, PATH_TAG, SEARCH_TAG
 from raycse.settings.space import Confirm

@@ -8,9 +8,9 @@ from __future__ import annotations
 import dataclasses
 
 from raycse.driver import plan as planning
-from raycse.driver import tune_runner
 from raycse.driver.stages.base import Stage
 from raycse.driver.state import SearchState
+from raycse.driver.tune import runner
 from raycse.records import FINISHED, STAGE0
 from raycse.settings.space import TrialSpec
 
@@ -30,7 +30,7 @@ class Stage0(Stage):
         stage0 = dataclasses.replace(plan, families={"simcse": simcse}, test_eval="none",
                                      base=dataclasses.replace(plan.base, hparams={}))
         state.log("Stage 0: training the SimCSE model that DCLR trials use as their complementary model.")
-        records = tune_runner.run_fixed(state, stage0, STAGE0, [TrialSpec({}, stage0.base.seed, STAGE0)])
+        records = runner.run_fixed(state, stage0, STAGE0, [TrialSpec({}, stage0.base.seed, STAGE0)])
         if not records or records[0].checkpoint is None or records[0].status != FINISHED:
             raise RuntimeError("stage 0 (the SimCSE complementary model for DCLR) did not finish: see its MLflow run")
         state.log(f"Stage 0: complementary model at {records[0].checkpoint} "

@@ -4,9 +4,9 @@ side. Judging runs score themselves at their end, so this stage usually has noth
 from __future__ import annotations
 
 from raycse.driver import confirmation
-from raycse.driver.scoring import score_checkpoint
 from raycse.driver.stages.base import Stage
 from raycse.driver.state import SearchState
+from raycse.driver.tune.scoring import score_checkpoint
 from raycse.records import FINISHED
 
 

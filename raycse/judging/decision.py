@@ -18,7 +18,7 @@ nominal 2.5%; `benchmarks/selection_bias.py`). So a search's answer separates ch
                    top_k itself) are trained on `judge_seeds` further fresh seeds. Only these seeds judge:
                    winner - published and winner - untouched model on the JUDGED figure (one no choice
                    read: the seven-task test average, or the held-out pairs), failed seeds counted against their
-                   configuration, in sequential looks with repeated 95% intervals (raycse/driver/judgment.py);
+                   configuration, in sequential looks with repeated 95% intervals (raycse/judging/judgment.py);
                    the reported estimate is adjusted for early stopping (sequential_estimate.py).
 
 Diverged and failed seeds never enter a choosing or dev mean: they are counted (`n = 4 of 5, 1 diverged`), and a
@@ -39,10 +39,10 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from raycse import stats
-from raycse.driver import judgment, sequential_estimate
-from raycse.driver.judgment import FailureRate
-from raycse.driver.sequential_estimate import StoppingEstimate
-from raycse.driver.verdict import verdict_sentences
+from raycse.judging import judgment, sequential_estimate
+from raycse.judging.judgment import FailureRate
+from raycse.judging.sequential_estimate import StoppingEstimate
+from raycse.judging.verdict import verdict_sentences
 from raycse.records import CHOOSE, DIVERGED, FINISHED, JUDGE
 from raycse.stats import Interval, mean_interval
 

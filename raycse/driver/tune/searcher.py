@@ -24,7 +24,7 @@ def study_size_bucket(number: int) -> int:
 
 class TaggedOptunaSearch(OptunaSearch):
     """Also safe on --resume: a trial that Optuna already holds as finished (told before a kill, then replayed by
-    raycse.driver.trial) is neither reported nor told again, which the persistent study would refuse.
+    raycse.driver.tune.trial) is neither reported nor told again, which the persistent study would refuse.
 
     Each ask (sampling and the study's new trial), report (an intermediate value) and tell is timed in
     raycse.tracking.latency, overall and by the study's size (benchmarks/scale.py)."""

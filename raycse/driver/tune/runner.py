@@ -12,10 +12,10 @@ import math
 from raycse.driver import plan as planning
 from raycse.driver import progress
 from raycse.driver.outcome import TrialRecord
-from raycse.driver.pacing import checkpoint_every_s
-from raycse.driver.replay import TrialContext
 from raycse.driver.state import SearchState
-from raycse.driver.trial import run_trial
+from raycse.driver.tune.pacing import checkpoint_every_s
+from raycse.driver.tune.replay import TrialContext
+from raycse.driver.tune.trial import run_trial
 from raycse.evaluation.sts import DevObjective
 from raycse.records import (
     BEST_OBJECTIVE,
@@ -73,9 +73,9 @@ def tuner(state: SearchState, plan: SearchSpace, stage: str, tune_config, param_
     """
     from ray import tune
 
-    from raycse.driver.callback import MlflowSearchCallback
-    from raycse.driver.checkpoint_recovery import RecoverDeletedCheckpoints
-    from raycse.driver.resumable_limits import ForgetFinishedTrials
+    from raycse.driver.tune.callback import MlflowSearchCallback
+    from raycse.driver.tune.checkpoint_recovery import RecoverDeletedCheckpoints
+    from raycse.driver.tune.resumable_limits import ForgetFinishedTrials
 
     slots = slots or planning.max_concurrent(plan, state.cluster)
     trainable = tune.with_resources(trial_function(state, plan, slots), planning.trial_resources(plan))
@@ -116,7 +116,7 @@ def fixed_trials(state: SearchState, plan: SearchSpace, specs: list[TrialSpec]):
     """A FIFO Tune config that runs exactly these trials (stage 0, the confirmation): (tune_config, param_space)."""
     from ray import tune
 
-    from raycse.driver.resumable_limits import ResumableGrid
+    from raycse.driver.tune.resumable_limits import ResumableGrid
 
     def tune_config():
         return tune.TuneConfig(metric=OBJECTIVE, mode=DevObjective.mode, num_samples=1, reuse_actors=True,

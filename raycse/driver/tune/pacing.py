@@ -13,7 +13,8 @@ crashed trial resumes from at most that many seconds back (with one slot: every 
 spares the storage a copy of every trial's best/ and last/ at every evaluation. Only the reports that carry a
 checkpoint change: every evaluation still reaches ASHA, Optuna and MLflow.
 
-Light on purpose: the trial (raycse.driver.trial) and the stand-in of benchmarks/scale.py both use `CheckpointPace`.
+Light on purpose: the trial (raycse.driver.tune.trial) and the stand-in of benchmarks/scale.py both use
+`CheckpointPace`.
 """
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ are one family: the chance that any "better" or "worse" the comparison prints is
 
 Each comparison is a paired t test on the judged figure (the seven-task STS test average: data that chose
 nothing), paired by judging seed. A failed or diverged run counts against its own side's claim, as in a search's
-judgment (raycse/driver/judgment.py): for "A better than B" A's failed seeds take the worst value observed in the
+judgment (raycse/judging/judgment.py): for "A better than B" A's failed seeds take the worst value observed in the
 pair and the seeds B lost are left out; "A worse than B" is judged on the mirror image. The two one-sided
 p-values make one two-sided p-value, p = min(1, 2 min(p_up, p_down)), which is the ordinary two-sided paired t
 test when nothing failed. A side whose failure rate exceeds its rival's by more than chance (one-sided Fisher exact
@@ -34,7 +34,7 @@ from itertools import combinations
 import numpy as np
 from scipy import stats as scipy_stats
 
-from raycse.driver import judgment
+from raycse.judging import judgment
 
 ALPHA = 0.05  # family-wise, over every comparison of a comparison
 BETTER, WORSE, TIED = "better", "worse", "not distinguishable"
@@ -188,10 +188,3 @@ def judge_family(arms: list[Arm], alpha: float = ALPHA) -> list[PairJudgment]:
 def _finite(value) -> float | None:
     value = float(value)
     return value if math.isfinite(value) else None
-
-
-def verdict_word(judged: PairJudgment) -> str:
-    """'focal better than simcse', 'not distinguishable' ..."""
-    if judged.verdict == TIED:
-        return TIED + (f" ({judged.note})" if judged.note else "")
-    return f"{judged.a} {judged.verdict} than {judged.b}"

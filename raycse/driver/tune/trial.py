@@ -21,9 +21,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from raycse.driver.pacing import CheckpointPace
-from raycse.driver.replay import TrialContext, replayed_result
-from raycse.driver.trial_result import evaluation_result, final_result
+from raycse.driver.tune.pacing import CheckpointPace
+from raycse.driver.tune.replay import TrialContext, replayed_result
+from raycse.driver.tune.trial_result import evaluation_result, final_result
 from raycse.evaluation.sts import DevObjective
 from raycse.records import (
     BEST_OBJECTIVE,

@@ -1,5 +1,5 @@
 """How a judging block becomes a judgment: which figure judges, how a failed seed counts, and where the interim
-looks stop (pure: no Ray, MLflow or I/O; raycse/driver/decision.py calls it).
+looks stop (pure: no Ray, MLflow or I/O; raycse/judging/decision.py calls it).
 
 Judged figure. A figure that chose never judges. The search's ranking, each run's best-checkpoint pick and the
 choosing block all read the objective's dev pairs, so a configuration that happens to suit those particular pairs

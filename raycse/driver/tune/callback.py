@@ -2,7 +2,7 @@
 
 Only the driver writes to MLflow (one process; the trials' runs from one thread of its own, beside Tune's loop), so
 a SQLite store is never written by the trials' processes at once. A trial's run is opened when it starts, gets its
-step-indexed evaluations, and is ended FINISHED when the trial completes: from then on `raycse.driver.trial` never
+step-indexed evaluations, and is ended FINISHED when the trial completes: from then on `raycse.driver.tune.trial` never
 trains it again (it replays the recorded result).
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ from ray import tune
 
 from raycse.driver import progress
 from raycse.driver.state import say
-from raycse.driver.write_queue import StepMetrics, WriteQueue
+from raycse.driver.tune.write_queue import StepMetrics, WriteQueue
 from raycse.records import (
     BEST_OBJECTIVE,
     BEST_STEP,
@@ -60,9 +60,9 @@ def step_metrics(result: dict) -> dict[str, float]:
 
 
 class MlflowSearchCallback(tune.Callback):
-    """Tune's events become MLflow writes, queued to a thread of their own (raycse.driver.write_queue) so that Tune's
-    loop never waits on MLflow, and flushed at each of Tune's snapshots of the experiment (`get_state`) and at its
-    end: a snapshot never holds a result, nor a trial's end, that MLflow does not.
+    """Tune's events become MLflow writes, queued to a thread of their own (raycse.driver.tune.write_queue) so that
+    Tune's loop never waits on MLflow, and flushed at each of Tune's snapshots of the experiment (`get_state`) and at
+    its end: a snapshot never holds a result, nor a trial's end, that MLflow does not.
 
     A trial's run is created when the trial first starts. A callback that Tune restored (--resume) finds the runs
     its trials already have with one query of the parent's children, the first time it needs one: never a query
@@ -188,7 +188,7 @@ class MlflowSearchCallback(tune.Callback):
         run_id, created = self._run(trial_id, tags)
         if not created:  # a trial continued after a kill or a crash, or one MLflow holds as finished
             if self.tracker.run(run_id).info.status == "FINISHED":
-                return  # recorded already: the trial only replays its result (raycse.driver.replay.replayed_result)
+                return  # recorded already: the trial replays its result (raycse.driver.tune.replay.replayed_result)
             self.tracker.reopen_run(run_id)
         self.tracker.log_params(run_id, params, new_run=created)
 

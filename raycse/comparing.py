@@ -1,5 +1,5 @@
 """The conductor of `raycse compare`: one search per loss with the same budget, then every loss's winner (and each
-loss's published point) judged together on the same judging seeds (raycse/driver/comparison.py).
+loss's published point) judged together on the same judging seeds (raycse/judging/comparison.py).
 
 Each loss's search is an ordinary search (raycse/driver/run.py: setup, baseline, search, choose, judge, test,
 record, report), in an MLflow experiment of its own named COMPARISON-LABEL, so that `raycse report`, `raycse load`
@@ -8,7 +8,7 @@ and `raycse export` read it as they read any search. Two settings make the searc
 - the budget: every space runs the same trials, steps, choosing block and judging seeds (checked before anything
   starts: spaces that disagree are refused);
 - the judging: one look on fixed seeds, every judging seed scored on the seven test tasks (SearchOptions.comparison).
-  The judging seeds follow from the base seed and the budget alone (raycse.driver.decision.seed_blocks), so every
+  The judging seeds follow from the base seed and the budget alone (raycse.judging.decision.seed_blocks), so every
   loss is judged on the very same seeds, none of which chose anything; the conductor checks it.
 
 Sequential looks are not used across the family: a loss's judging block may stop early only for its own judgment,
@@ -27,10 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from raycse.driver import comparison
 from raycse.driver.outcome import SearchOutcome
 from raycse.driver.state import SearchOptions, say
 from raycse.errors import ConfigError
+from raycse.judging import comparison
 from raycse.records import (
     BUDGET_TAG,
     COMPARE_LOSS_TAG,

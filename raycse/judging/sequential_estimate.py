@@ -1,5 +1,5 @@
 """The point estimate of a sequential judgment, adjusted for the stopping rule (pure: numpy only, no Ray or I/O;
-raycse/driver/decision.py calls it).
+raycse/judging/decision.py calls it).
 
 A judging block that may stop at an interim look reports a mean whose law depends on the stopping rule: a block
 that stops early for efficacy stopped because its mean ran high, and one that stops for futility because it ran
@@ -30,7 +30,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from raycse.driver import judgment
+from raycse.judging import judgment
 
 ADJUST_PATHS, ADJUST_SEED = 100_000, 20261126  # half the simulated paths: each is used with its mirror image
 THETA_STEP, THETA_MAX = 0.025, 5.0  # the grid of standardised differences (>= 0: the design is symmetric)

@@ -1,0 +1,22 @@
+"""The Ray and Tune glue of a search: what turns a stage's trials into a Tune experiment and its events into records.
+The stages (raycse/driver/stages/) call it; nothing below the driver knows of it.
+
+The driver's side:
+    runner.py               one stage's Tune experiment: new or restored (--resume), run, its trials as records
+    searcher.py             the Tune objects pickled with a search (the tagged Optuna searcher, the step stopper)
+    resumable_limits.py     Tune's limits on trials at once, corrected on --resume so that a stage cannot stall
+    checkpoint_recovery.py  a snapshot naming a checkpoint Tune had already deleted: the newer one takes its name
+    newest_first.py         schedulers that start the newest pending trial first (a warm worker for it)
+    pacing.py               how often a trial checkpoints and Tune snapshots the search
+    callback.py             Tune's events -> MLflow (only the driver writes to MLflow)
+    write_queue.py          those writes, in order, on a thread of their own
+    concurrency.py          how many trials really ran at once, from their start and end times
+    scoring.py              the untouched model and saved checkpoints scored as Ray tasks
+The worker's side:
+    trial.py                one trial, as a Tune function trainable around raycse.training.trainer
+    trial_result.py         the results a trial reports to Tune (per evaluation, last)
+    replay.py               a trial MLflow holds as finished replays its result instead of training
+
+May import: the driver's own modules above it (plan, progress, state, outcome), judging, sampling, training,
+tracking, settings, evaluation, encoder, data, losses and the leaves.
+"""
