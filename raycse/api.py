@@ -292,9 +292,9 @@ def train(*, output_dir: str, model: str = "minilm", loss: str = "simcse", reg: 
         print(f"evaluating at step {config.max_steps}, the run's end: the default interval ({DEFAULT_EVAL_STEPS} "
               "steps) is longer than the run", flush=True)
     if config.complementary is None and build_loss(config.loss, config.reg).needs_complementary:
-        print(f"{config.loss} without complementary: the frozen complementary model is a copy of the starting weights, not the "
-              "trained SimCSE model the paper uses (raycse search trains one first; pass complementary=DIR, "
-              "--complementary DIR, to use yours).", flush=True)
+        print(f"{config.loss} without complementary: the frozen complementary model is a copy of the starting "
+              "weights, not the trained SimCSE model the paper uses (raycse search trains one first; pass "
+              "complementary=DIR, --complementary DIR, to use yours).", flush=True)
     results = run_training(config, tracking_uri=uri, resume=resume,
                            examples=examples if config.workers == 1 else None)
     return TrainResult.from_results(config.output_dir, results)
