@@ -48,8 +48,10 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 from scipy import stats as scipy_stats  # noqa: E402
 
-from raycse.judging.decision import FULL_DEFAULTS, Baseline, ConfigScores, ConfirmPlan, SeedScore, choose_winner, decide  # noqa: E402
+from raycse.judging.confirmation_plan import FULL_DEFAULTS, ConfirmPlan  # noqa: E402
+from raycse.judging.decision import choose_winner, decide  # noqa: E402
 from raycse.judging.ranking import TrialCurve, rank_for_confirmation  # noqa: E402
+from raycse.judging.seed_scores import Baseline, ConfigScores, SeedScore  # noqa: E402
 from raycse.records import DIVERGED, FINISHED, STOPPED  # noqa: E402
 
 EVALS, RUNGS, RF, RHO = 8, (1, 2, 4), 2, 0.7

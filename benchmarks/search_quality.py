@@ -91,7 +91,8 @@ def landscape_main(args) -> int:
 def run_strategy(strategy: str, setting: dict, out: Path, tracking_uri: str) -> dict:
     from raycse.driver.run import run_search
     from raycse.driver.state import SearchOptions
-    from raycse.settings.space import Confirm, load_space
+    from raycse.settings.confirm import Confirm
+    from raycse.settings.space import load_space
 
     space = load_space(setting["space"])
     if setting["budget"] == "cpu":

@@ -54,16 +54,10 @@ from dataclasses import dataclass  # noqa: E402
 import numpy as np  # noqa: E402
 from scipy import stats as scipy_stats  # noqa: E402
 
-from raycse.judging.decision import (  # noqa: E402
-    Baseline,
-    ConfigScores,
-    ConfirmPlan,
-    SeedScore,
-    choose_winner,
-    decide,
-    default_plan,
-)
+from raycse.judging.confirmation_plan import ConfirmPlan, default_plan  # noqa: E402
+from raycse.judging.decision import choose_winner, decide  # noqa: E402
 from raycse.judging.ranking import TrialCurve, rank_for_confirmation  # noqa: E402
+from raycse.judging.seed_scores import Baseline, ConfigScores, SeedScore  # noqa: E402
 from raycse.records import FINISHED, STOPPED  # noqa: E402
 
 # the budgets of search_spaces/focal.yaml: trials, evaluation steps, whether ASHA can stop a trial, and today's

@@ -5,98 +5,46 @@ space file, a store's address: anything the user can fix), with one line `raycse
 culprit, found before anything started or was written; 1 when a run that had started fails (a library error, a
 full disk, a search without a single finished trial), with one line giving the reason; 130 when interrupted.
 `--debug` shows the traceback instead. Heavy imports (torch, ray, mlflow) happen inside the subcommands so
-`raycse --help` is instant.
+`raycse --help` is instant. The flags are made from the Python API's option tables and TrainConfig's fields
+(raycse/commands/flags.py), so the command line and the API take the same values by the same rules.
 """
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 
 from raycse import __version__, api
+from raycse.commands.flags import (
+    Parser,
+    add_options,
+    add_train_settings,
+    culprit_as_flag,
+    option_values,
+    subcommand,
+    train_settings,
+)
+from raycse.commands.quiet import quiet_libraries
 from raycse.errors import ConfigError, RunFailed, first_line, one_line
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line on stderr (exit 2) rather than the usage block."""
-
-    def error(self, message: str) -> None:
-        raise ConfigError(message)
-
-
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
-
-
-def _shown_default(help_text: str, default) -> str:
-    """Every flag's help says its default: its own words when it has them ('default: the file's'), else the value."""
-    if "default" in help_text:
-        return help_text
-    if default is None or default is False:
-        return f"{help_text} (default: {'off' if default is False else 'none'})"
-    if default is True:
-        return f"{help_text} (default: on)"
-    return f"{help_text} (default: %(default)s)"
-
-
-def _metavar(name: str, kind: type) -> str:
-    """What a flag's value is, in a word: N for a count, X for a number, else the setting's own name (MODEL, DIR)."""
-    if name in METAVARS:
-        return METAVARS[name]
-    return {int: "N", float: "X"}.get(kind, name.upper())
-
-
-METAVARS = {"tracking_uri": "URI", "optuna_storage": "URL", "storage_path": "PATH", "output_dir": "DIR",
-            "output": "FILE", "push_to_hub": "OWNER/NAME", "seed": "SEED", "max_len": "TOKENS", "model": "MODEL",
-            "corpus": "SOURCE", "sup_data": "CSV", "objective": "OBJECTIVE", "complementary": "DIR",
-            "objective_columns": "A,B,SCORE", "experiment": "NAME", "space": "SPACE", "step_ms": "MS", "gpus": "N"}
-
-
-def _add_options(p, options: tuple[api.Option, ...]) -> None:
-    """One flag per option of the Python API: the same names, defaults and rules."""
-    for option in options:
-        if option.kind is bool:
-            if option.default:
-                p.add_argument("--no-" + option.name.replace("_", "-"), dest=option.name, action="store_false",
-                               help=f"{option.help} (default: on; this flag turns it off)")
-            else:
-                p.add_argument(_flag(option.name), dest=option.name, action="store_true",
-                               help=_shown_default(option.help, False))
-            continue
-        p.add_argument(_flag(option.name), dest=option.name, type=option.kind, default=option.default,
-                       choices=option.choices, metavar=None if option.choices else _metavar(option.name, option.kind),
-                       help=_shown_default(option.help, option.default))
-
-
-def _values(args, options: tuple[api.Option, ...]) -> dict:
-    return {option.name: getattr(args, option.name) for option in options}
-
-
-def _command(sub, name: str, summary: str, description: str, examples: str):
-    """A subcommand whose --help opens with what it does and ends with examples."""
-    return sub.add_parser(name, help=summary, description=f"{summary[0].upper()}{summary[1:]}. {description}",
-                          epilog="examples:\n" + "\n".join(f"  {line}" for line in examples.strip().splitlines()),
-                          formatter_class=argparse.RawDescriptionHelpFormatter)
-
-
 # --------------------------------------------------------------------------------------------- eval
 def _add_eval(sub) -> None:
-    p = _command(sub, "eval", "score an encoder on STS-B dev, the seven STS tasks, or both",
-                 "Spearman correlations x 100, SentEval's way; the pooler defaults to the model's own pooling.", """
+    p = subcommand(sub, "eval", "score an encoder on STS-B dev, the seven STS tasks, or both",
+                   "Spearman correlations x 100, SentEval's way; the pooler defaults to the model's own pooling.", """
 raycse eval                                   # the packaged MiniLM on STS-B dev, with its own (mean) pooling
 raycse eval --model runs/focal/best --tasks sts
 raycse eval --model bert-base-uncased --pooler cls_before_pooler --tasks all --output figures.json""")
-    _add_options(p, api.EVAL_OPTIONS)
+    add_options(p, api.EVAL_OPTIONS)
     p.set_defaults(func=_cmd_eval, parser=p)
 
 
 def _cmd_eval(args) -> int:
     from raycse.evaluation.sts import format_table
 
-    values = _values(args, api.EVAL_OPTIONS)
+    values = option_values(args, api.EVAL_OPTIONS)
     values["pooler"] = api.evaluation_pooler(args.model, args.pooler, args.trust_remote_code)  # 'auto' named
     results = api.evaluate(**values)
     print(format_table(results, title=f"{args.model} ({values['pooler']})"))
@@ -104,52 +52,14 @@ def _cmd_eval(args) -> int:
 
 
 # -------------------------------------------------------------------------------------------- train
-def _add_train_settings(p) -> None:
-    """One flag per TrainConfig field (help text from the field), one per loss hyperparameter (from the registry)."""
-    import dataclasses
-
-    from raycse.losses import LOSS_NAMES, hyperparameter_catalogue
-    from raycse.settings.config import TrainConfig, field_kind
-
-    for f in dataclasses.fields(TrainConfig):
-        if not f.metadata.get("flag", True):
-            continue
-        kind, help_text = field_kind(f)[0], f.metadata.get("help", "")
-        if f.name == "loss":
-            help_text = f"the loss: {' | '.join(LOSS_NAMES)} (`raycse losses` lists their papers)"
-        default = TRAIN_FLAG_DEFAULTS.get(f.name, f.default)
-        if f.name in TRAIN_FLAG_DEFAULTS:
-            help_text = f"{help_text} (default: {TRAIN_DEFAULT_WORDS[f.name]})"
-        if kind is bool:
-            p.add_argument(_flag(f.name), dest=f.name, action=argparse.BooleanOptionalAction, default=default,
-                           help=f"{help_text} (default: {'on' if default else 'off'})")
-        else:
-            p.add_argument(_flag(f.name), dest=f.name, type=kind, default=default, choices=f.metadata.get("choices"),
-                           metavar=None if f.metadata.get("choices") else _metavar(f.name, kind),
-                           help=_shown_default(help_text, default))
-    group = p.add_argument_group("loss hyperparameters (default: each paper's published value)")
-    for name, owners in hyperparameter_catalogue().items():
-        integer = all(spec.integer for spec in owners.values())
-        defaults = ", ".join(f"{owner} {spec.default:g}" for owner, spec in owners.items())
-        group.add_argument(_flag(name), dest=f"hp_{name}", type=int if integer else float, default=None,
-                           metavar="N" if integer else "X",
-                           help=f"{next(iter(owners.values())).allowed}; default: {defaults}")
-
-
-# Flags whose default depends on what else is given: None on the command line, decided by raycse.train
-TRAIN_FLAG_DEFAULTS = {"gpus_per_worker": None, "eval_steps": None}
-TRAIN_DEFAULT_WORDS = {"gpus_per_worker": "1 if CUDA is available, else 0",
-                       "eval_steps": "125, or the run's last step when --max-steps is shorter"}
-
-
 def _add_train(sub) -> None:
-    p = _command(sub, "train", "train one encoder with one loss (the body of every search trial)",
-                 "The best checkpoint by the objective goes to OUTPUT_DIR/best, the figures to results.json; the run "
-                 "is recorded in MLflow (experiment raycse-train).", """
+    p = subcommand(sub, "train", "train one encoder with one loss (the body of every search trial)",
+                   "The best checkpoint by the objective goes to OUTPUT_DIR/best, the figures to results.json; the run "
+                   "is recorded in MLflow (experiment raycse-train).", """
 raycse train --loss simcse --max-steps 250 --output-dir runs/simcse
 raycse train --loss focal --tau 0.05 --m 0.2 --output-dir runs/focal
 raycse train --loss simcse-sup --sup-data sick-train --batch-size 32 --output-dir runs/sup""")
-    _add_train_settings(p)
+    add_train_settings(p)
     p.add_argument("--output-dir", required=True, metavar="DIR", help="where best/, last/ and results.json go "
                    "(required; new, or empty)")
     p.add_argument("--resume", action="store_true", help="continue an interrupted training from DIR/last "
@@ -161,17 +71,10 @@ raycse train --loss simcse-sup --sup-data sick-train --batch-size 32 --output-di
 
 
 def _cmd_train(args) -> int:
-    import dataclasses
     from pathlib import Path
 
-    from raycse.losses import hyperparameter_catalogue
-    from raycse.settings.config import TrainConfig
-
-    settings = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig) if f.metadata.get("flag", True)}
-    settings.update({name: getattr(args, f"hp_{name}") for name in hyperparameter_catalogue()
-                     if getattr(args, f"hp_{name}") is not None})
     result = api.train(output_dir=args.output_dir, resume=args.resume, tracking_uri=args.tracking_uri,
-                       mlflow=not args.no_mlflow, **settings)
+                       mlflow=not args.no_mlflow, **train_settings(args))
     output = Path(args.output_dir).expanduser()
     print(_summary_table(result.results))
     print(f"best checkpoint: {output / 'best'}   results: {output / 'results.json'}")
@@ -191,17 +94,17 @@ def _summary_table(results: dict) -> str:
 
 # ------------------------------------------------------------------------------------------- search
 def _add_search(sub) -> None:
-    p = _command(sub, "search", "Ray Tune + Optuna search over a search-space file, every trial in MLflow",
-                 "The search stage ranks configurations, fresh seeds choose the winner among the best, and further "
-                 "seeds judge it against the paper's published point; the answer is printed, recorded in MLflow "
-                 "and shown on a report page.", """
+    p = subcommand(sub, "search", "Ray Tune + Optuna search over a search-space file, every trial in MLflow",
+                   "The search stage ranks configurations, fresh seeds choose the winner among the best, and further "
+                   "seeds judge it against the paper's published point; the answer is printed, recorded in MLflow "
+                   "and shown on a report page.", """
 raycse search --space search_spaces/focal.yaml
 raycse search --space search_spaces/focal.yaml --experiment focal-2     # the same file again, beside the first
 raycse search --space search_spaces/focal.yaml --dry-run --gpus 8       # the plan and its cost, nothing run
 raycse search --space search_spaces/focal.yaml --resume                 # continue an interrupted search""")
     p.add_argument("--space", required=True, metavar="SPACE", help="a search-space file, e.g. "
                    "search_spaces/focal.yaml (required; `raycse spaces` lists the shipped ones)")
-    _add_options(p, api.SEARCH_OPTIONS)
+    add_options(p, api.SEARCH_OPTIONS)
     dry = p.add_argument_group("the plan without running it")
     dry.add_argument("--dry-run", action="store_true", help="print the budget, every stage with its trials, seeds "
                      "and resources, and an estimate of trial-hours; creates no store, folder or Ray cluster "
@@ -221,7 +124,7 @@ def _cmd_search(args) -> int:
             raise ConfigError.at(name, "only applies with --dry-run")
     from raycse.reporting.tables import format_search_summary, format_timings
 
-    outcome = api.search(args.space, **_values(args, api.SEARCH_OPTIONS), _started_at=args.started_at)
+    outcome = api.search(args.space, **option_values(args, api.SEARCH_OPTIONS), _started_at=args.started_at)
     print(format_search_summary(outcome.summary), flush=True)
     if outcome.best_checkpoint:
         print(f"Best checkpoint: {outcome.best_checkpoint}")
@@ -245,31 +148,31 @@ def _cmd_search(args) -> int:
 def _cmd_dry_run(args) -> int:
     from raycse.bench.dry_run import format_dry_run
 
-    print(format_dry_run(api.plan(args.space, **_values(args, api.SEARCH_OPTIONS), step_ms=args.step_ms,
+    print(format_dry_run(api.plan(args.space, **option_values(args, api.SEARCH_OPTIONS), step_ms=args.step_ms,
                                   gpus=args.gpus)))
     return EXIT_OK
 
 
 # ------------------------------------------------------------------------------------------- compare
 def _add_compare(sub) -> None:
-    p = _command(sub, "compare", "compare losses fairly: each searched with the same budget, judged together",
-                 "Each space (one loss each) runs its search and choosing stages with the same budget; then every "
-                 "loss's tuned winner and published point are judged on the same fresh seeds, on the seven-task "
-                 "STS test average, with Holm's family-wise error control over every pair; the table, the pairwise "
-                 "verdicts and compare_summary.json follow.", """
+    p = subcommand(sub, "compare", "compare losses fairly: each searched with the same budget, judged together",
+                   "Each space (one loss each) runs its search and choosing stages with the same budget; then every "
+                   "loss's tuned winner and published point are judged on the same fresh seeds, on the seven-task "
+                   "STS test average, with Holm's family-wise error control over every pair; the table, the pairwise "
+                   "verdicts and compare_summary.json follow.", """
 raycse compare --space simcse --space focal
 raycse compare --space focal --space imsimcse --space barlow --budget cpu --experiment losses-cpu
 raycse compare --space simcse --space focal --state runs/compare     # every store in one folder""")
     p.add_argument("--space", required=True, action="append", metavar="SPACE", help="a search-space file (one loss), "
                    "given once per loss, at least twice (required; `raycse spaces` lists the shipped ones)")
-    _add_options(p, api.COMPARE_OPTIONS)
+    add_options(p, api.COMPARE_OPTIONS)
     p.set_defaults(func=_cmd_compare, parser=p)
 
 
 def _cmd_compare(args) -> int:
     from raycse.reporting.compare_table import format_comparison
 
-    outcome = api.compare(args.space, **_values(args, api.COMPARE_OPTIONS))
+    outcome = api.compare(args.space, **option_values(args, api.COMPARE_OPTIONS))
     print(format_comparison(outcome.summary), flush=True)
     print(f"MLflow: comparison {outcome.name!r}, parent run {outcome.parent_run_id}; summary: {outcome.summary_path}")
     return EXIT_OK
@@ -277,39 +180,39 @@ def _cmd_compare(args) -> int:
 
 # ------------------------------------------------------------------------------------------- report
 def _add_report(sub) -> None:
-    p = _command(sub, "report", "tables and plots of an MLflow experiment written by raycse search",
-                 "Writes OUTPUT_DIR/index.html (images inline) for the experiment's latest search and logs it on "
-                 "the search's parent run; reads the stores, creates neither.", """
+    p = subcommand(sub, "report", "tables and plots of an MLflow experiment written by raycse search",
+                   "Writes OUTPUT_DIR/index.html (images inline) for the experiment's latest search and logs it on "
+                   "the search's parent run; reads the stores, creates neither.", """
 raycse report raycse-focal
 raycse report raycse-focal --tracking-uri http://head:5000 --output-dir focal-report""")
     p.add_argument("experiment", metavar="EXPERIMENT", help="the MLflow experiment name (the space file's "
                    "'experiment', or search's --experiment)")
-    _add_options(p, api.REPORT_OPTIONS)
+    add_options(p, api.REPORT_OPTIONS)
     p.set_defaults(func=_cmd_report, parser=p)
 
 
 def _cmd_report(args) -> int:
-    print(api.report(args.experiment, **_values(args, api.REPORT_OPTIONS)))
+    print(api.report(args.experiment, **option_values(args, api.REPORT_OPTIONS)))
     return EXIT_OK
 
 
 # ------------------------------------------------------------------------------------------- export
 def _add_export(sub) -> None:
-    p = _command(sub, "export", "the winner of an experiment's latest search as a sentence-transformers model folder "
-                 "with a model card (README.md)", "SentenceTransformer(DIR) loads the folder; --push-to-hub uploads "
-                 "it.", """
+    p = subcommand(sub, "export", "the winner of an experiment's latest search as a sentence-transformers model folder "
+                   "with a model card (README.md)", "SentenceTransformer(DIR) loads the folder; --push-to-hub uploads "
+                   "it.", """
 raycse export raycse-focal focal-model
 raycse export raycse-focal focal-model --push-to-hub me/focal-minilm --private
 raycse export compare-simcse-focal focal-model --loss focal    # one loss's winner of a comparison""")
     p.add_argument("experiment", metavar="EXPERIMENT", help="the MLflow experiment name (the space file's "
                    "'experiment', or search's --experiment; with --loss, a comparison's)")
     p.add_argument("dir", metavar="DIR", help="the folder to write (new, or empty)")
-    _add_options(p, api.EXPORT_OPTIONS)
+    add_options(p, api.EXPORT_OPTIONS)
     p.set_defaults(func=_cmd_export, parser=p)
 
 
 def _cmd_export(args) -> int:
-    result = api.export(args.experiment, args.dir, **_values(args, api.EXPORT_OPTIONS))
+    result = api.export(args.experiment, args.dir, **option_values(args, api.EXPORT_OPTIONS))
     print(f"Exported the winner of {args.experiment!r} (parent run {result.parent_run_id}) to {result.folder}: "
           f"SentenceTransformer({str(result.folder)!r}) loads it; its model card is {result.folder / 'README.md'}")
     if args.push_to_hub is not None:
@@ -321,8 +224,9 @@ def _cmd_export(args) -> int:
 def _add_bench(sub) -> None:
     from raycse.bench.command import add_bench_arguments, run_bench_command
 
-    p = _command(sub, "bench", "time raycse's training step against a naive fp32 step, and the STS-B dev eval",
-                 "Random-weight BERT shapes, so nothing is downloaded; the figures are sentences/s and ms a step.", """
+    p = subcommand(sub, "bench", "time raycse's training step against a naive fp32 step, and the STS-B dev eval",
+                   "Random-weight BERT shapes, so nothing is downloaded; the figures are sentences/s and ms a "
+                   "step.", """
 raycse bench --shape base --batch-size 64
 raycse bench --concurrent 4 --shape tiny
 raycse bench --cached --loss focal,simcse --output cached.json""")
@@ -332,17 +236,17 @@ raycse bench --cached --loss focal,simcse --output cached.json""")
 
 # ------------------------------------------------------------------------------- spaces, losses, status
 def _add_listings(sub) -> None:
-    p = _command(sub, "spaces", "the shipped search-space files, one line each",
-                 "Each is a complete search: pass its path to `raycse search --space`.", "raycse spaces")
+    p = subcommand(sub, "spaces", "the shipped search-space files, one line each",
+                   "Each is a complete search: pass its path to `raycse search --space`.", "raycse spaces")
     p.set_defaults(func=_cmd_spaces, parser=p)
-    p = _command(sub, "losses", "each loss, its paper and its hyperparameters with their published defaults",
-                 "A base loss takes --reg to add a regulariser (weight --lambda); a preset is a base loss with its "
-                 "regulariser.", "raycse losses")
+    p = subcommand(sub, "losses", "each loss, its paper and its hyperparameters with their published defaults",
+                   "A base loss takes --reg to add a regulariser (weight --lambda); a preset is a base loss with its "
+                   "regulariser.", "raycse losses")
     p.set_defaults(func=_cmd_losses, parser=p)
-    p = _command(sub, "status", "where a search stands: its stage, trials done and planned, the best so far, the "
-                 "running trials, and the time spent and left",
-                 "Reads MLflow only, so it works while the search runs in another process or on a tracking server.",
-                 """
+    p = subcommand(sub, "status", "where a search stands: its stage, trials done and planned, the best so far, the "
+                   "running trials, and the time spent and left",
+                   "Reads MLflow only, so it works while the search runs in another process or on a tracking server.",
+                   """
 raycse status raycse-focal
 raycse status raycse-focal --tracking-uri http://head:5000""")
     p.add_argument("experiment", metavar="EXPERIMENT", help="the MLflow experiment name (the space file's "
@@ -384,10 +288,10 @@ def _cmd_status(args) -> int:
 
 # -------------------------------------------------------------------------------------------- cache
 def _add_cache(sub) -> None:
-    p = _command(sub, "cache", "the untouched model's figures kept between searches",
-                 "A search scores the untouched model once per model, data and objective, and keeps the figures in "
-                 "$RAYCSE_CACHE_DIR (else $XDG_CACHE_HOME/raycse); `clear` forgets them, so the next search scores "
-                 "again.", """
+    p = subcommand(sub, "cache", "the untouched model's figures kept between searches",
+                   "A search scores the untouched model once per model, data and objective, and keeps the figures in "
+                   "$RAYCSE_CACHE_DIR (else $XDG_CACHE_HOME/raycse); `clear` forgets them, so the next search scores "
+                   "again.", """
 raycse cache clear""")
     p.add_argument("action", choices=["clear"], help="clear: forget every kept figure")
     p.set_defaults(func=_cmd_cache, parser=p)
@@ -403,11 +307,11 @@ def _cmd_cache(args) -> int:
 
 # --------------------------------------------------------------------------------------------- main
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="raycse", description=__doc__.splitlines()[0], epilog="`raycse COMMAND --help` explains "
+    parser = Parser(prog="raycse", description=__doc__.splitlines()[0], epilog="`raycse COMMAND --help` explains "
                      "each command, with examples.")
     parser.add_argument("--version", action="version", version=f"raycse {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks (default: off)")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser, metavar="COMMAND")
     _add_eval(sub)
     _add_train(sub)
     _add_search(sub)
@@ -420,44 +324,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _quiet_libraries() -> None:
-    """Progress bars and INFO chatter of transformers, the hub and MLflow drown raycse's own output. Said through
-    the environment, which each library reads when it is imported, so that nothing is imported here."""
-    import logging
-
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # the hub's bars, and transformers' (it asks the hub)
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    os.environ.setdefault("HF_HUB_VERBOSITY", "error")  # offline: one error line, not ten retry warnings
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")  # an unreachable server fails in seconds
-    os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")  # read when mlflow is imported, later
-    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
-    logging.getLogger("mlflow").setLevel(logging.WARNING)
-    logging.getLogger("alembic").setLevel(logging.WARNING)
-    if "transformers" in sys.modules:  # imported before main() ran (a notebook, a test): its env is read already
-        import transformers
-
-        transformers.logging.set_verbosity_error()
-        transformers.logging.disable_progress_bar()
-
-
-def _culprit_as_flag(err: ConfigError, parser: argparse.ArgumentParser | None) -> str:
-    """The message, naming the flag the user typed rather than the setting behind it: '--batch-size: ...' for
-    'batch_size: ...', '--tau: tau=0 is out of range ...' for a hyperparameter's 'tau=0 is out of range ...'. (A
-    ConfigError carries a key only when its message is about that setting; one about a file starts with the file.)"""
-    message = str(err)
-    if parser is None or not err.key:
-        return message
-    flags = {action.dest.removeprefix("hp_"): action.option_strings[-1] for action in parser._actions
-             if action.option_strings and action.dest != "help"}
-    flag = flags.get(err.key)
-    if flag is None:
-        return message
-    if message.startswith(f"{err.key}:"):
-        return flag + message[len(err.key):]
-    return f"{flag}: {message}"
-
-
 def main(argv: list[str] | None = None) -> int:
     started_at = time.perf_counter()  # a search's time_total_s runs from here
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -466,12 +332,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)  # imports nothing heavy: --help and usage errors answer at once
         args.started_at, subparser = started_at, args.parser
-        _quiet_libraries()
+        quiet_libraries()
         return args.func(args)
     except ConfigError as err:  # bad input, found before anything started: exit 2
         if debug:
             raise
-        print(f"raycse: error: {one_line(_culprit_as_flag(err, subparser))}", file=sys.stderr)
+        print(f"raycse: error: {one_line(culprit_as_flag(err, subparser))}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("raycse: interrupted", file=sys.stderr)

@@ -8,8 +8,8 @@ and `raycse export` read it as they read any search. Two settings make the searc
 - the budget: every space runs the same trials, steps, choosing block and judging seeds (checked before anything
   starts: spaces that disagree are refused);
 - the judging: one look on fixed seeds, every judging seed scored on the seven test tasks (SearchOptions.comparison).
-  The judging seeds follow from the base seed and the budget alone (raycse.judging.decision.seed_blocks), so every
-  loss is judged on the very same seeds, none of which chose anything; the conductor checks it.
+  The judging seeds follow from the base seed and the budget alone (raycse.judging.confirmation_plan.seed_blocks), so
+  every loss is judged on the very same seeds, none of which chose anything; the conductor checks it.
 
 Sequential looks are not used across the family: a loss's judging block may stop early only for its own judgment,
 which would leave the family's pairs on different seeds; boundaries for Holm's step-down over looks are not built.

@@ -7,8 +7,9 @@ them goes `README.md`, the model card the Hugging Face Hub reads: a YAML header 
 tags, training data, and a `model-index` holding the STS results, which the Hub shows as a results widget) and a
 body with the search's answer - how the configuration was chosen, how sure the answer is, and where it came from.
 
-Everything the card says comes from the search's own records: `search_summary.json` through `card_facts`, the one
-function that knows the summary's fields, and the parent run's `best.*` parameters. Nothing is re-measured here.
+Everything the card says comes from the search's own records: `search_summary.json` through `card_facts`
+(raycse/reporting/card_facts.py), the one function that knows the summary's fields, and the parent run's `best.*`
+parameters. Nothing is re-measured here.
 The folder is built beside DIR and renamed into place, so a failure leaves nothing half-written. `--push-to-hub`
 then uploads it with huggingface_hub; without a network that is one error line, the folder kept.
 """
@@ -18,13 +19,14 @@ import json
 import shlex
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from raycse.errors import ConfigError, RunFailed, first_line
 from raycse.files import replace_directory
 from raycse.records import TEST_LABELS
+from raycse.reporting.card_facts import CardFacts, card_facts
 from raycse.reporting.load import latest_summary
 from raycse.reporting.tables import fmt, fmt_params, score
 from raycse.stats import Interval, format_interval, format_std
@@ -50,76 +52,6 @@ class HubPushError(RunFailed, OSError):
 
 
 # ------------------------------------------------------------------------------------------- the facts
-@dataclass
-class CardFacts:
-    """What the card says about a search's answer. Figures are {"mean", "std", "n"} dicts (std None below 2 seeds);
-    intervals add "df", "low" and "high"."""
-
-    experiment: str
-    base_model: str  # as the summary names it (a hub id, or a local directory)
-    family: str
-    params: dict[str, Any]
-    is_published: bool
-    objective: str  # what chose and judged the configurations, in words
-    budget: str
-    judged: bool  # False: no confirmation stage ran, and the winner's figure is its one search trial
-    method: dict  # the decision's method: top_k, choose_seeds, judge_seeds, seeds by block ({} when not judged)
-    winner: dict  # the winner's objective over its judging seeds
-    versus_published: dict | None  # winner - published on the objective, paired over the judging seeds
-    published: dict | None  # {"family", "params"}, and its objective over the judging seeds when it was judged
-    baseline: float | None  # the untouched model's objective
-    test_table: tuple[list[str], list[list[str]], list[str]]  # headers, rows, notes: as `raycse search` prints it
-    winner_test: dict[str, dict]  # the winner's test figures over its judging seeds: what the model-index holds
-    verdict: str
-    searched: int  # search-stage trials
-    seed_noise: float | None
-    seed_noise_df: int | None
-    detectable: float | None  # the smallest winner - published difference the judging stage could detect
-    study_name: str
-    optuna_storage: str
-    registered_model: dict  # {"name", "version"}
-    checkpoint: dict = field(default_factory=dict)  # the exported checkpoint's trial, as the summary lists it
-    checkpoint_rule: str = ""  # why that checkpoint of the winner's runs
-    versus_published_dev: dict | None = None  # the same on dev, the data that chose: shown, never judges
-    answer: list[str] = field(default_factory=list)  # the answer block, as the printed answer and the page open
-
-
-def card_facts(summary: dict) -> CardFacts:
-    """The card's facts from `search_summary.json`: the one place that reads the summary's answer fields
-    (the `decision` block of raycse/driver/summary.py, its `winner`, `test_table` and `registered`)."""
-    from raycse.reporting.answer import answer_block
-    from raycse.reporting.tables import test_table_rows
-
-    winner = summary.get("winner") or {}
-    decision = summary.get("decision") or {}
-    judged = bool(decision) and bool(winner.get("judged"))
-    registered = summary.get("registered") or {}
-    trial = next((t for t in summary.get("trials") or [] if t.get("trial_id") == registered.get("trial_id")), {})
-    configs = {c.get("config_key"): c for c in decision.get("configs") or []}
-    published = summary.get("published")
-    if published is not None:
-        judge = (configs.get(published.get("config_key")) or {}).get("judge") or {}
-        published = {**published, **(judge.get("dev") or {})}
-    figure = ({k: winner.get(k) for k in ("mean", "std", "n")} if judged
-              else {"mean": trial.get("best_objective"), "std": None, "n": 1})
-    test_rows = (summary.get("test_table") or {}).get("rows") or []
-    winner_test = next((row["figures"] for row in test_rows if row.get("label") == "winner"), {})
-    return CardFacts(
-        experiment=summary["experiment"], base_model=str(summary.get("model")), family=winner.get("family", "?"),
-        params=winner.get("params") or {}, is_published=bool(winner.get("is_published")),
-        objective=summary.get("objective_description") or summary.get("objective") or "objective",
-        budget=summary.get("budget", "?"), judged=judged, method=decision.get("method") or {}, winner=figure,
-        versus_published=winner.get("versus_published"), published=published,
-        baseline=(summary.get("baseline") or {}).get("objective"), test_table=test_table_rows(summary),
-        winner_test=winner_test, verdict=summary.get("verdict") or winner.get("sentence") or "",
-        searched=sum(1 for t in summary.get("trials") or [] if t.get("stage") == "search"),
-        seed_noise=decision.get("seed_noise"), seed_noise_df=decision.get("seed_noise_df"),
-        detectable=decision.get("detectable"), study_name=summary.get("study_name", "?"),
-        optuna_storage=summary.get("optuna_storage", "?"), registered_model=summary.get("registered_model") or {},
-        checkpoint=trial, checkpoint_rule=registered.get("rule", ""), answer=answer_block(summary),
-        versus_published_dev=decision.get("versus_published_dev"))
-
-
 @dataclass
 class Provenance:
     """Where the model came from, beyond the summary: the MLflow store and run, and the training settings the
@@ -228,13 +160,16 @@ def _data(settings: dict[str, str]) -> str:
 def card_body(facts: CardFacts, provenance: Provenance, model_id: str = "PATH_OR_REPO_ID") -> str:
     """The card's Markdown: the model, how to use it, how it was chosen, how sure that is, and where it came from."""
     s = provenance.settings
-    base = hub_model_id(facts.base_model) or facts.base_model
-    trial = facts.checkpoint
-    steps = trial.get("steps") or s.get("max_steps") or "?"
+    steps = facts.checkpoint.get("steps") or s.get("max_steps") or "?"
     corpus = _data(s)
-    published = facts.published or {}
-    judged = " over its judging seeds" if facts.judged else " (its one search trial)"
-    lines = [
+    return "\n".join([*_introduction(facts, model_id, steps, corpus), *_how_it_was_chosen(facts),
+                      *_test_tasks(facts), *_training(facts, provenance, steps, corpus),
+                      *_where_it_came_from(facts, provenance)])
+
+
+def _introduction(facts: CardFacts, model_id: str, steps: Any, corpus: str) -> list[str]:
+    base = hub_model_id(facts.base_model) or facts.base_model
+    return [
         f"# {facts.experiment}",
         "",
         f"A [sentence-transformers](https://www.sbert.net) model: `{base}` trained with the **{facts.family}** "
@@ -243,8 +178,8 @@ def card_body(facts: CardFacts, provenance: Provenance, model_id: str = "PATH_OR
         "",
         *(f"- {line}" for line in facts.answer),
         "",
-        f"This checkpoint is seed {trial.get('seed', '?')}'s run; the test figures are means over the judging seeds, "
-        "not this checkpoint's own.",
+        f"This checkpoint is seed {facts.checkpoint.get('seed', '?')}'s run; the test figures are means over the "
+        "judging seeds, not this checkpoint's own.",
         "",
         "```python",
         "from sentence_transformers import SentenceTransformer",
@@ -254,6 +189,14 @@ def card_body(facts: CardFacts, provenance: Provenance, model_id: str = "PATH_OR
         "print(model.similarity(embeddings[:1], embeddings[1:]))",
         "```",
         "",
+    ]
+
+
+def _how_it_was_chosen(facts: CardFacts) -> list[str]:
+    """The method, the dev figures (which chose, so they judge nothing), what the seeds can resolve, the verdict."""
+    published = facts.published or {}
+    judged = " over its judging seeds" if facts.judged else " (its one search trial)"
+    return [
         "## How it was chosen",
         "",
         _method(facts),
@@ -277,13 +220,21 @@ def card_body(facts: CardFacts, provenance: Provenance, model_id: str = "PATH_OR
         f"**Verdict.** {facts.verdict or 'No verdict was recorded.'}",
         "",
     ]
+
+
+def _test_tasks(facts: CardFacts) -> list[str]:
     headers, rows, notes = facts.test_table
-    if rows:
-        lines += ["## The seven STS test tasks", "", markdown_table(headers, rows), "",
-                  "Spearman correlation x100 of cosine similarities on SentEval's test sets; mean ± std over the "
-                  "judging seeds. The model-index above holds the winner's row.", "",
-                  *(line for note in notes for line in (note, "")),]
-    lines += ["## Training", "", markdown_table(["setting", "value"], [
+    if not rows:
+        return []
+    return ["## The seven STS test tasks", "", markdown_table(headers, rows), "",
+            "Spearman correlation x100 of cosine similarities on SentEval's test sets; mean ± std over the "
+            "judging seeds. The model-index above holds the winner's row.", "",
+            *(line for note in notes for line in (note, ""))]
+
+
+def _training(facts: CardFacts, provenance: Provenance, steps: Any, corpus: str) -> list[str]:
+    s, trial = provenance.settings, facts.checkpoint
+    return ["## Training", "", markdown_table(["setting", "value"], [
         ["base model", f"`{facts.base_model}`"],
         ["loss", s.get("loss", facts.family) + (f" + {s['reg']}" if s.get("reg") else "")],
         *[[name, fmt(value)] for name, value in facts.params.items()],
@@ -294,7 +245,10 @@ def card_body(facts: CardFacts, provenance: Provenance, model_id: str = "PATH_OR
         ["seed of this checkpoint", str(trial.get("seed", "?"))],
     ]), "", f"This checkpoint is {facts.checkpoint_rule or 'the registered one'}; its own {facts.objective}: "
         f"{score(trial.get('best_objective'))} (trial `{trial.get('trial_id', '?')}`).", ""]
-    lines += ["## Where it came from", "", markdown_table(["", ""], [
+
+
+def _where_it_came_from(facts: CardFacts, provenance: Provenance) -> list[str]:
+    return ["## Where it came from", "", markdown_table(["", ""], [
         ["search", f"{facts.searched} configurations searched ({facts.budget} budget)"],
         ["MLflow", f"parent run `{provenance.parent_run_id}` in experiment `{facts.experiment}` "
                    f"({provenance.tracking_uri})"],
@@ -302,7 +256,6 @@ def card_body(facts: CardFacts, provenance: Provenance, model_id: str = "PATH_OR
                              f"{facts.registered_model.get('version', '-')}"],
         ["Optuna study", f"`{facts.study_name}` in {facts.optuna_storage}"],
     ]), ""]
-    return "\n".join(lines)
 
 
 def model_card(facts: CardFacts, provenance: Provenance, model_id: str = "PATH_OR_REPO_ID"):

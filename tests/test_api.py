@@ -136,3 +136,87 @@ def test_a_run_that_fails_exits_1_with_one_line(tmp_path, monkeypatch, capsys, t
     lines = capsys.readouterr().err.strip().splitlines()
     assert lines == [f"raycse: error: OSError: No space left on device ({tmp_path / 'out' / 'last'}) (run with "
                      "--debug for the traceback)"]
+
+
+# --------------------------------------------------------------------------------------------- train's defaults
+def test_train_takes_every_training_setting_with_train_configs_default():
+    """One source of truth: every TrainConfig setting with a flag is a keyword of `raycse.train` whose default is the
+    field's (the same value and type), but for the ones train works out when the training starts (None there:
+    TRAIN_DERIVED_DEFAULTS, whose ways the docstring states); nothing else but train's own arguments."""
+    import dataclasses
+
+    from raycse.settings.config import TrainConfig
+
+    fields = {f.name: f for f in dataclasses.fields(TrainConfig) if f.metadata.get("flag")}
+    parameters = inspect.signature(api.train).parameters
+    assert set(api.TRAIN_DERIVED_DEFAULTS) <= set(fields)
+    for name, f in fields.items():
+        assert name in parameters and parameters[name].kind is inspect.Parameter.KEYWORD_ONLY, name
+        expected = None if name in api.TRAIN_DERIVED_DEFAULTS else f.default
+        default = parameters[name].default
+        assert (type(default), default) == (type(expected), expected), f"train's {name}={default!r}, not {expected!r}"
+    assert set(parameters) - set(fields) == {"output_dir", "hparams", "resume", "tracking_uri", "mlflow",
+                                             "hyperparameters"}
+
+
+def test_train_works_out_its_derived_defaults_as_train_config_would(tmp_path):
+    from raycse.settings.config import TrainConfig
+
+    config = api.prepare_training(str(tmp_path / "out"), False, {"eval_steps": None, "gpus_per_worker": None})
+    assert config.eval_steps == TrainConfig.eval_steps  # "every 125 steps" when nothing shortens the run
+    assert config.gpus_per_worker in (0.0, 1.0)
+
+
+# --------------------------------------------------------------------------------------------- docstrings
+PUBLIC = [getattr(raycse, name) for name in raycse.__all__ if name != "ConfigError"]
+
+
+def args_entries(doc: str) -> list[tuple[str, str]]:
+    """The Args section of a docstring (as inspect.getdoc gives it): (name, what the entry says) in order."""
+    section = doc.split("\nArgs:\n", 1)[1].split("\n\n", 1)[0]
+    entries = []
+    for line in section.splitlines():
+        if not line.startswith(" " * 8):
+            assert line.startswith(" " * 4) and line.endswith(":"), f"not an entry's name: {line!r}"
+            entries.append((line.strip().removesuffix(":"), ""))
+        else:
+            entries[-1] = (entries[-1][0], f"{entries[-1][1]} {line.strip()}".strip())
+    return entries
+
+
+def test_the_public_functions_are_the_nine():
+    assert sorted(f.__name__ for f in PUBLIC) == ["compare", "evaluate", "export", "load", "plan", "report", "search",
+                                                  "status", "train"]
+
+
+@pytest.mark.parametrize("function", PUBLIC, ids=lambda function: function.__name__)
+def test_every_public_function_documents_each_argument_its_result_errors_and_an_example(function):
+    """Optuna's layout: a summary, then Args (every parameter: what it is and its default, or that it is required),
+    Returns, Raises and an Example (run by tests/test_api_examples.py and the modules it names)."""
+    import re
+
+    from api_examples import example_of
+
+    doc = inspect.getdoc(function)
+    assert re.findall(r"^(\w+):$", doc, re.M) == ["Args", "Returns", "Raises", "Example"]
+    assert not doc.startswith("Args:") and "--help" not in doc
+    assert not re.search(r"^\s*<.*>$", doc, re.M), "a <...> line the decorator did not fill"
+    entries = args_entries(doc)
+    names = [name for name, _ in entries]
+    assert len(names) == len(set(names)), names
+    parameters = inspect.signature(function).parameters.values()
+    assert sorted(names) == sorted(("**" if p.kind is p.VAR_KEYWORD else "") + p.name for p in parameters)
+    said = dict(entries)
+    for p in parameters:
+        text = said[("**" if p.kind is p.VAR_KEYWORD else "") + p.name]
+        assert len(text) > len("Default: None."), (p.name, text)
+        if p.kind is p.VAR_KEYWORD:
+            assert "Default:" in text, (p.name, text)
+        elif p.default is p.empty:
+            assert "Required" in text, (p.name, text)
+        else:
+            assert f"Default: {p.default!r}" in text, (p.name, text)
+    for section in ("Returns", "Raises"):
+        assert doc.split(f"\n{section}:\n", 1)[1].split("\n\n", 1)[0].strip(), section
+    assert "ConfigError" in doc.split("\nRaises:\n", 1)[1]
+    example_of(function)  # a block that stands alone

@@ -25,7 +25,7 @@ LAYERS = [
     ("tracking", ["tracking"]),
     ("training", ["training"]),
     ("search, compare, report, bench, export", ["driver", "comparing", "reporting", "bench", "exporting"]),
-    ("commands", ["api", "cli", "__main__", "__init__"]),
+    ("commands", ["api", "cli", "__main__", "__init__", "commands", "arguments"]),
 ]
 # The modules that stand at the top of raycse/ on purpose: the commands, export, and the small leaves everything may
 # use. Anything else belongs in the package of its concept.

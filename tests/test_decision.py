@@ -7,20 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from raycse.judging.decision import (
-    Baseline,
-    ConfigScores,
-    ConfirmPlan,
-    SeedBlocks,
-    SeedScore,
-    choose_winner,
-    decide,
-    default_plan,
-    seed_blocks,
-    seeds_to_detect,
-    smallest_detectable,
-)
+from raycse.judging.confirmation_plan import ConfirmPlan, SeedBlocks, default_plan, seed_blocks
+from raycse.judging.decision import choose_winner, decide
+from raycse.judging.power import seeds_to_detect, smallest_detectable
 from raycse.judging.ranking import TrialCurve, rank_for_confirmation
+from raycse.judging.seed_scores import Baseline, ConfigScores, SeedScore
 from raycse.records import DIVERGED, FAILED, FINISHED, STOPPED
 from raycse.stats import format_interval, format_std, mean_interval, one_significant
 

@@ -18,7 +18,8 @@ from raycse.data.corpus import GlobalBatches, read_corpus
 from raycse.encoder.model import Encoder
 from raycse.losses import build_loss
 from raycse.settings.config import TrainConfig
-from raycse.training.trainer import StepRunner, load_complementary, sum_gradients_across_workers, train
+from raycse.training.step_runner import StepRunner, sum_gradients_across_workers
+from raycse.training.trainer import load_complementary, train
 
 BATCH = 6          # per worker; the single-process reference uses 2 * BATCH
 DATA_SEED = 11     # GlobalBatches' shuffling seed, the same in both runs

@@ -253,6 +253,21 @@ def test_push_without_a_network_is_one_line_and_keeps_the_folder(store, tmp_path
     assert "SentenceTransformer('someone/raycse-focal')" in (folder / "README.md").read_text()
 
 
+def test_the_export_example_on_a_finished_search(store, tmp_path, monkeypatch, capsys):
+    """raycse.export's docstring example as a user pastes it after raycse.search("focal"), here on the search this
+    module recorded: its store is the default one ($MLFLOW_TRACKING_URI), the working directory a fresh one."""
+    from api_examples import run_example
+
+    import raycse
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", store["uri"])
+    result = run_example(raycse.export)["result"]
+    assert str(result.folder) == "focal-model" and result.parent_run_id == store["parent"]
+    assert (tmp_path / "focal-model" / "README.md").is_file()
+    assert capsys.readouterr().out.strip().endswith("focal-model")
+
+
 @pytest.mark.slow
 def test_push_to_an_unreachable_hub_is_one_line(store, tmp_path):
     """Online mode, but the Hub's address refuses connections: what a machine without a network meets."""

@@ -321,10 +321,11 @@ def base_space(world) -> dict:
 
 def space_slots(world):
     """(path of a key, invalid values for it): every key of the base space with the values it must refuse."""
-    from raycse.encoder.model import AUTO_POOLER, POOLERS
+    from raycse.encoder.poolers import AUTO_POOLER, POOLERS
     from raycse.evaluation.sts import OBJECTIVES
     from raycse.losses import LOSS_NAMES, REGULARISERS
-    from raycse.settings.space import DISTRIBUTIONS, TEST_EVAL
+    from raycse.settings.distributions import DISTRIBUTIONS
+    from raycse.settings.space import TEST_EVAL
 
     missing = st.sampled_from(["./no-such-thing", "no/such/model/dir", "/no/such/file.txt", "~/no-such-file"])
     paths = st.sampled_from
@@ -612,7 +613,7 @@ def test_every_unusable_store_is_refused_before_anything_starts(world, wd, tripw
 
 
 def train_flags(world) -> dict[str, st.SearchStrategy]:
-    from raycse.encoder.model import AUTO_POOLER, POOLERS
+    from raycse.encoder.poolers import AUTO_POOLER, POOLERS
     from raycse.evaluation.sts import OBJECTIVES
     from raycse.losses import LOSS_NAMES, REGULARISERS
 

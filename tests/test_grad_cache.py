@@ -22,7 +22,8 @@ from raycse.encoder.model import Encoder
 from raycse.errors import ConfigError
 from raycse.losses import BASE_LOSSES, LOSS_NAMES, PRESETS, REGULARISERS, build_loss
 from raycse.settings.config import TrainConfig
-from raycse.training.trainer import StepRunner, load_complementary, load_examples, train
+from raycse.training.step_runner import StepRunner
+from raycse.training.trainer import load_complementary, load_examples, train
 
 BATCH, MINI = 8, 3  # three chunks: 3 + 3 + 2 sentences
 RTOL = 1e-5

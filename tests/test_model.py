@@ -14,13 +14,9 @@ from skips import require_module
 from transformers import AutoModel, AutoTokenizer, BertConfig, BertModel
 
 from raycse.encoder.loading import check_loadable, resolve_model_path
-from raycse.encoder.model import (
-    AUTO_POOLER,
-    POOLERS,
-    Encoder,
-    declared_pooler,
-    resolve_poolers,
-)
+from raycse.encoder.model import Encoder
+from raycse.encoder.pooler_choice import declared_pooler, resolve_poolers
+from raycse.encoder.poolers import AUTO_POOLER, POOLERS
 from raycse.encoder.row_dropout import ROW_DROPOUT_ATTENTION, RowDropout
 from raycse.errors import ConfigError
 

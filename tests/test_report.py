@@ -411,6 +411,24 @@ def test_the_latest_search_is_reported(store, tmp_path):
         client.delete_run(newer)
 
 
+def test_the_examples_of_status_and_report_on_a_finished_search(store, tmp_path, monkeypatch, capsys):
+    """raycse.status's and raycse.report's docstring examples as a user pastes them after raycse.search("focal"), here
+    on the search this module recorded: its store is the default one ($MLFLOW_TRACKING_URI) and the working directory
+    a fresh one. (raycse.load's needs a summary this module's predates: tests/test_api_examples.py runs it.)"""
+    from api_examples import run_example
+
+    import raycse
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", store["tracking_uri"])
+    now = run_example(raycse.status)["now"]
+    assert now.stage == "finished" and now.done["search"] == len(FOCAL_TRIALS) and not now.running
+    run_example(raycse.report)
+    printed = capsys.readouterr().out
+    assert "Winner (focal)" in printed and printed.rstrip().endswith("Report: report/index.html")
+    assert (tmp_path / "report" / "index.html").is_file()
+
+
 # ------------------------------------------------------------------------------------ headless Chromium
 class DevTools:
     """Headless Chromium driven over the DevTools protocol on a pipe (stdlib only).

@@ -5,7 +5,9 @@ import numpy as np
 import pytest
 
 from raycse.judging import judgment
-from raycse.judging.decision import Baseline, ConfigScores, ConfirmPlan, SeedScore, decide, default_plan
+from raycse.judging.confirmation_plan import ConfirmPlan, default_plan
+from raycse.judging.decision import decide
+from raycse.judging.seed_scores import Baseline, ConfigScores, SeedScore
 from raycse.judging.sequential_estimate import adjusted_mean, correction, stopping_estimate
 from raycse.records import DIVERGED, FINISHED
 

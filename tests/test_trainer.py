@@ -16,14 +16,8 @@ from raycse.encoder.model import Encoder
 from raycse.evaluation.sts import SEVEN_TASKS
 from raycse.settings.config import TrainConfig
 from raycse.training.batches import BatchTokenizer, training_loader
-from raycse.training.trainer import (
-    NONFINITE_CHECK_EVERY,
-    StepRunner,
-    TrainingDiverged,
-    dropout_disabled,
-    load_complementary,
-    train,
-)
+from raycse.training.step_runner import StepRunner, dropout_disabled
+from raycse.training.trainer import NONFINITE_CHECK_EVERY, TrainingDiverged, load_complementary, train
 
 UNSUPERVISED = ("simcse", "focal", "off-dropout", "dclr", "triplet", "imsimcse", "simcse+dcl", "simcse+barlow")
 SUPERVISED = ("simcse-sup", "triplet")

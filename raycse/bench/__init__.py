@@ -1,7 +1,15 @@
-"""`raycse bench`: the training step timed against a naive fp32 step, the STS-B dev evaluation (step.py),
-concurrent trials sharing one machine (concurrent.py), and what gradient caching costs in time and memory
-(cached.py, `raycse bench --cached`); the stand-in trial and Tune's worker counts of the scale benchmark
-(simulated_trial.py, trial_workers.py).
+"""`raycse bench` and the plan of `raycse search --dry-run`:
+
+    command.py          `raycse bench`'s flags and what it runs
+    step.py             the training step timed against a naive fp32 step, and the STS-B dev evaluation
+    options.py          what every step benchmark is told: the shape of the step it times, checked once
+    synthetic.py        what the steps run on: random BERT-shaped encoders and synthetic batches
+    timing.py           how a step is timed (synchronised with the device) and profiled; the device's name
+    concurrent.py       N trials sharing one machine (`raycse bench --concurrent N`)
+    cached.py           what gradient caching costs in time and memory (`raycse bench --cached`)
+    simulated_trial.py  the stand-in trial of the scale benchmark
+    trial_workers.py    Tune's worker counts of the scale benchmark
+    dry_run.py          `raycse search --dry-run`: a search's plan and its cost
 
 May import: driver, judging, sampling, training, settings, evaluation, encoder, data, losses and the leaves; never
 the commands.

@@ -78,13 +78,14 @@ def measure(spec: dict) -> dict:
     dict plus "loss", "batch_size" and "mini_batch_size" (None: uncached)."""
     import torch
 
-    from raycse.bench.step import device_name, synchronize, timed_steps
     from raycse.bench.synthetic import load_tokenizer, make_encoder, synthetic_data
+    from raycse.bench.timing import device_name, synchronize, timed_steps
     from raycse.encoder.model import pick_device
     from raycse.losses import build_loss
     from raycse.settings.config import TrainConfig
     from raycse.training.batches import training_loader
-    from raycse.training.trainer import StepRunner, freeze
+    from raycse.training.step_runner import StepRunner
+    from raycse.training.trainer import freeze
 
     device = pick_device()
     start_mib = _resident_mib()

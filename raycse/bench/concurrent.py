@@ -39,16 +39,9 @@ def concurrent_trial(options: dict, threads: int, barrier) -> dict:
     import ray
     import torch
 
-    from raycse.bench.step import (
-        BATCH_POOL,
-        BenchOptions,
-        build_runner,
-        device_name,
-        load_tokenizer,
-        step_inputs,
-        synchronize,
-        synthetic_data,
-    )
+    from raycse.bench.step import BATCH_POOL, BenchOptions, build_runner, step_inputs
+    from raycse.bench.synthetic import load_tokenizer, synthetic_data
+    from raycse.bench.timing import device_name, synchronize
     from raycse.encoder.model import pick_device
 
     torch.set_num_threads(max(1, threads))

@@ -95,7 +95,7 @@ def plan_search(space: SearchSpace, options: dict, step_ms: float | None = None,
     """The plan of `raycse search` with these options (the checked search options by name), and its cost."""
     from types import SimpleNamespace
 
-    from raycse.judging.decision import seed_blocks
+    from raycse.judging.confirmation_plan import seed_blocks
 
     budget, gpus, reason = choose_budget(options, gpus, machine_gpus)
     plan = search_plan(space, SimpleNamespace(scheduler=None, grace_evals=None, **options), budget)

@@ -4,8 +4,8 @@ What is timed, on randomly initialised BERT-shaped encoders (the packaged MiniLM
 
   raycse step    what a training or search trial runs per step: the next batch of the trainer's own DataLoader
                  (`raycse.training.batches.training_loader`: on CUDA tokenised ahead by worker processes into pinned
-                 memory, on CPU tokenised inline, see there) and `raycse.training.trainer.StepRunner.step` on it
-                 (host-to-device copy, the passes the loss needs, backward, optimiser and scheduler step): bf16
+                 memory, on CPU tokenised inline, see there) and `raycse.training.step_runner.StepRunner.step` on
+                 it (host-to-device copy, the passes the loss needs, backward, optimiser and scheduler step): bf16
                  autocast, fused AdamW, SDPA attention and `torch.compile` with CUDA graphs on CUDA (`--no-compile`
                  for eager bf16), as in the trainer. `host_tokenize_ms` is the loader-side tokenising of one
                  batch by one worker, timed alone.
@@ -35,27 +35,24 @@ accounting, which credits a step with the embedding lookups' parameters as if th
 reads higher than ours (about twice for MiniLM, whose embedding table is half its parameters). It is there to
 compare with figures quoted that way.
 
-`--profile FILE` runs a few more raycse steps under torch.profiler and writes its operator table to FILE; the JSON
-gets the kernels' time per step and the fraction of the wall time the device was busy (near 1: the GPU's work
-bounds the step; well below: the host does).
+`--profile FILE` runs a few more raycse steps under torch.profiler (`raycse.bench.timing.profile_steps`) and writes
+its operator table to FILE; the JSON gets the kernels' time per step and the fraction of the wall time the device was
+busy (near 1: the GPU's work bounds the step; well below: the host does).
 
 `--concurrent N` measures instead the aggregate throughput of N trials sharing the machine: see
 `raycse.bench.concurrent`.
 """
 from __future__ import annotations
 
-import contextlib
 import copy
 import datetime as _dt
-import gc
 import math
-import os
-import platform
 import time
 from dataclasses import dataclass
 
 from raycse.bench.options import StepOptions, check_loss
 from raycse.bench.synthetic import SHAPES, load_tokenizer, make_encoder, synthetic_data
+from raycse.bench.timing import device_name, free_device_memory, host_tokenize_ms, profile_steps, timed_steps
 
 # Dense (no sparsity) bf16 tensor-core peaks, TFLOP/s; first match of the CUDA device name wins.
 PEAK_BF16_TFLOPS = (("H100 PCIe", 756.0), ("H100 NVL", 835.0), ("H200 NVL", 835.0), ("H100", 989.0),
@@ -104,105 +101,6 @@ def peak_bf16_tflops(device) -> float | None:
     return next((peak for key, peak in PEAK_BF16_TFLOPS if key in name), None)
 
 
-def device_name(device) -> str:
-    import torch
-
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    model = platform.processor() or platform.machine()
-    with contextlib.suppress(OSError):
-        for line in open("/proc/cpuinfo", encoding="utf-8"):
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    return f"CPU {model} ({os.cpu_count()} cores, {torch.get_num_threads()} torch threads)"
-
-
-def synchronize(device) -> None:
-    import torch
-
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def _free(device) -> None:
-    gc.collect()
-    if device.type == "cuda":
-        import torch
-
-        torch.cuda.empty_cache()
-
-
-# -------------------------------------------------------------------------------------------- timing
-def timed_steps(step, inputs, warmup: int, steps: int, device) -> float:
-    """Seconds for `steps` calls of `step` on the next items of the iterator `inputs`, after `warmup` untimed ones;
-    taking the next item is timed too, as it is part of a training step. The device is synchronised around the
-    timed region only, so the steps queue work exactly as in training. Returns the elapsed seconds."""
-    import torch
-
-    for _ in range(warmup):
-        step(next(inputs))
-    synchronize(device)
-    started = time.perf_counter()
-    losses = [step(next(inputs)) for _ in range(steps)]
-    synchronize(device)
-    elapsed = time.perf_counter() - started
-    if not bool(torch.isfinite(torch.stack([loss.float() for loss in losses])).all()):
-        raise RuntimeError("the loss became non-finite during the benchmark")
-    return elapsed
-
-
-def profile_steps(step, inputs, steps: int, device, path: str) -> dict:
-    """Run `steps` more steps under torch.profiler; write its operator table to `path`, return the summary.
-
-    `device_busy_fraction` is the time kernels ran (summed over kernels) over the wall time of the steps: near 1
-    the step is bound by the GPU's work; well below 1 the GPU waits on the host (Python, launches, the loader).
-    """
-    from torch.autograd import DeviceType
-    from torch.profiler import ProfilerActivity, profile
-
-    cuda = device.type == "cuda"
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    synchronize(device)
-    with profile(activities=activities) as prof:
-        started = time.perf_counter()
-        for _ in range(steps):
-            step(next(inputs))
-        synchronize(device)
-        wall = time.perf_counter() - started
-    events = prof.key_averages()
-    # Device-side rows only (kernels, copies, memsets): the operator rows that launched them repeat their time.
-    kernel_us = sum(e.self_device_time_total for e in events if e.device_type == DeviceType.CUDA) if cuda else 0.0
-    summary = {
-        "profiled_steps": steps,
-        "ms_per_step_profiled": 1000.0 * wall / steps,
-        "device_ms_per_step": kernel_us / 1000.0 / steps if cuda else None,
-        "device_busy_fraction": kernel_us / 1e6 / wall if cuda else None,
-        "table": path,
-    }
-    sort_by = "self_device_time_total" if cuda else "self_cpu_time_total"
-    header = (f"{steps} steps under torch.profiler: {summary['ms_per_step_profiled']:.2f} ms/step wall"
-              + (f", kernels {summary['device_ms_per_step']:.2f} ms/step "
-                 f"(device busy {100 * summary['device_busy_fraction']:.0f}%)" if cuda else "") + "\n")
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(header)
-        f.write(events.table(sort_by=sort_by, row_limit=60, max_name_column_width=90))
-        f.write("\n")
-    return summary
-
-
-def host_tokenize_ms(tokenize, batches) -> float:
-    """Milliseconds the trainer's loader spends tokenising one batch (`StepRunner.tokenize`, median of the pool's
-    batches): host work that a loader worker hides behind the device's step on CUDA, and that the timed step
-    includes on CPU (no loader worker there)."""
-    times = []
-    for batch in batches:
-        started = time.perf_counter()
-        tokenize(batch)
-        times.append(1000.0 * (time.perf_counter() - started))
-    return sorted(times)[len(times) // 2]
-
-
 def train_config(options: BenchOptions):
     from raycse.settings.config import TrainConfig
 
@@ -236,7 +134,8 @@ def raw_batches(options: BenchOptions, data):
 def build_runner(options: BenchOptions, tokenizer, device):
     """The trainer's own StepRunner on a random encoder of `options.shape` (SDPA attention, as `from_pretrained`)."""
     from raycse.losses import build_loss
-    from raycse.training.trainer import StepRunner, freeze
+    from raycse.training.step_runner import StepRunner
+    from raycse.training.trainer import freeze
 
     config = train_config(options)
     loss_fn = build_loss(options.loss)
@@ -255,7 +154,7 @@ def baseline_step_fn(options: BenchOptions, tokenizer, device, loss_fn):
     import torch
 
     from raycse.losses import Embeddings
-    from raycse.training.trainer import linear_decay
+    from raycse.training.step_runner import linear_decay
 
     config = train_config(options)
     encoder = make_encoder(options.shape, tokenizer, "eager", options.seed).to(device).train()
@@ -315,10 +214,60 @@ def time_eval(encoder, eval_pooler: str) -> dict:
     return result
 
 
+def run_description(options: BenchOptions, runner, loss_fn, device, rows: tuple[int, int],
+                    flops: tuple[float, float]) -> dict:
+    """What is timed, on what: the JSON's first keys. `rows`: (with gradient, forward only) per step; `flops`: a
+    step's model FLOPs, counted on the transformer layers and on every backbone parameter (module docstring)."""
+    import torch
+    import transformers
+
+    return {
+        "shape": options.shape,
+        "loss": loss_fn.name,
+        "batch_size": options.batch_size,
+        "seq_len": options.seq_len,
+        "steps": options.steps,
+        "warmup": options.warmup,
+        "device": device_name(device),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "precision": {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[runner.amp_dtype],
+        "compile": runner.compiled,
+        "compile_requested": options.compile,
+        "attention": runner.encoder.backbone.config._attn_implementation,
+        "optimizer": "AdamW (fused)" if device.type == "cuda" else "AdamW",
+        "params_layers": layer_parameters(runner.encoder),
+        "params_total": sum(p.numel() for p in runner.encoder.parameters()),
+        "rows_per_step": {"with_grad": rows[0], "no_grad": rows[1]},
+        "flops_per_step": flops[0],
+        "flops_per_step_all_params": flops[1],
+        "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+    }
+
+
+def time_baseline(options: BenchOptions, tokenizer, device, loss_fn, data, flops: float, ms: float) -> dict:
+    """The naive step on the same batches from the same seed: the JSON's "baseline" and "speedup" over raycse's
+    `ms` per step."""
+    import torch
+
+    step, _encoder = baseline_step_fn(options, tokenizer, device, loss_fn)
+    torch.manual_seed(options.seed)
+    elapsed = timed_steps(step, raw_batches(options, data), options.warmup, options.steps, device)
+    base_ms = 1000.0 * elapsed / options.steps
+    baseline = {
+        "ms_per_step": base_ms,
+        "sentences_per_s": options.batch_size * 1000.0 / base_ms,
+        "tflop_per_s": flops / (elapsed / options.steps) / 1e12,
+        "precision": "fp32", "attention": "eager", "optimizer": "AdamW (default, not fused)", "compile": False,
+    }
+    del step, _encoder
+    free_device_memory(device)
+    return {"baseline": baseline, "speedup": base_ms / ms}
+
+
 def run_bench(options: BenchOptions) -> dict:
     """Time raycse's step, the naive baseline and the STS-B dev evaluation; the figures as a JSON-ready dict."""
     import torch
-    import transformers
 
     from raycse.encoder.model import pick_device
 
@@ -333,29 +282,7 @@ def run_bench(options: BenchOptions) -> dict:
     backbone_params = sum(p.numel() for p in runner.encoder.backbone.parameters())
     flops_all = 2.0 * backbone_params * options.seq_len * (3 * grad_rows + nograd_rows)
     peak = peak_bf16_tflops(device)
-    amp = runner.amp_dtype
-    result = {
-        "shape": options.shape,
-        "loss": loss_fn.name,
-        "batch_size": options.batch_size,
-        "seq_len": options.seq_len,
-        "steps": options.steps,
-        "warmup": options.warmup,
-        "device": device_name(device),
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
-        "precision": {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[amp],
-        "compile": runner.compiled,
-        "compile_requested": options.compile,
-        "attention": runner.encoder.backbone.config._attn_implementation,
-        "optimizer": "AdamW (fused)" if device.type == "cuda" else "AdamW",
-        "params_layers": layer_parameters(runner.encoder),
-        "params_total": sum(p.numel() for p in runner.encoder.parameters()),
-        "rows_per_step": {"with_grad": grad_rows, "no_grad": nograd_rows},
-        "flops_per_step": flops,
-        "flops_per_step_all_params": flops_all,
-        "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-    }
+    result = run_description(options, runner, loss_fn, device, (grad_rows, nograd_rows), (flops, flops_all))
 
     torch.manual_seed(options.seed)
     loader, inputs = step_inputs(options, data, runner, device)
@@ -381,22 +308,10 @@ def run_bench(options: BenchOptions) -> dict:
     else:
         result["eval_seconds"] = None
     del runner
-    _free(device)
+    free_device_memory(device)
 
     if options.baseline:
-        step, _encoder = baseline_step_fn(options, tokenizer, device, loss_fn)
-        torch.manual_seed(options.seed)
-        elapsed = timed_steps(step, raw_batches(options, data), options.warmup, options.steps, device)
-        base_ms = 1000.0 * elapsed / options.steps
-        result["baseline"] = {
-            "ms_per_step": base_ms,
-            "sentences_per_s": options.batch_size * 1000.0 / base_ms,
-            "tflop_per_s": flops / (elapsed / options.steps) / 1e12,
-            "precision": "fp32", "attention": "eager", "optimizer": "AdamW (default, not fused)", "compile": False,
-        }
-        result["speedup"] = base_ms / ms
-        del step, _encoder
-        _free(device)
+        result.update(time_baseline(options, tokenizer, device, loss_fn, data, flops, ms))
     else:
         result["baseline"], result["speedup"] = None, None
     return result

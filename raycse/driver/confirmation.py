@@ -6,9 +6,10 @@ The statistics themselves are raycse/judging/decision.py's (pure); this module o
 from __future__ import annotations
 
 from raycse.driver.outcome import Baseline, TrialRecord
-from raycse.judging.decision import Baseline as DecisionBaseline
-from raycse.judging.decision import ConfigScores, ConfirmPlan, SeedScore
+from raycse.judging.confirmation_plan import ConfirmPlan
 from raycse.judging.ranking import Ranked, TrialCurve
+from raycse.judging.seed_scores import Baseline as DecisionBaseline
+from raycse.judging.seed_scores import ConfigScores, SeedScore
 from raycse.records import CHOOSE, JUDGE, SEARCH
 from raycse.settings.space import SearchSpace
 

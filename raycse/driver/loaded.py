@@ -13,7 +13,8 @@ from raycse.driver import confirmation
 from raycse.driver.outcome import Baseline, SearchOutcome, TrialRecord
 from raycse.driver.stages.record import NO_CONFIRMATION
 from raycse.errors import ConfigError
-from raycse.judging.decision import ConfirmPlan, decide
+from raycse.judging.confirmation_plan import ConfirmPlan
+from raycse.judging.decision import decide
 from raycse.judging.ranking import Ranked
 from raycse.records import CHOOSE, JUDGE, SEARCH
 

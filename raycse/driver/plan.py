@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from raycse.errors import ConfigError
-from raycse.settings.space import Confirm, SearchSpace
+from raycse.settings.confirm import Confirm
+from raycse.settings.space import SearchSpace
 
 
 def experiment_dir_name(experiment: str) -> str:

@@ -1,6 +1,7 @@
-"""The encoder: a Hugging Face transformer with SimCSE's poolers (`model`), finding, checking and loading a model
-directory (`loading`), dropout restricted to rows (`row_dropout`) or keyed by sentence (`keyed_dropout`), and the files
-that make a saved encoder a sentence-transformers folder (`sentence_transformers_files`).
+"""The encoder: a Hugging Face transformer with SimCSE's poolers (`model`), the poolers' names (`poolers`), which
+pooler a run uses: the model's declared one or SimCSE's recipe (`pooler_choice`), finding, checking and loading a
+model directory (`loading`), dropout restricted to rows (`row_dropout`) or keyed by sentence (`keyed_dropout`), and the
+files that make a saved encoder a sentence-transformers folder (`sentence_transformers_files`).
 
 May import: the leaves (errors, files) only.
 """

@@ -10,18 +10,17 @@ class `Pooler`) turns a transformer's token states into one sentence vector in o
   avg_first_last     masked mean of (first transformer layer's output + last layer's output) / 2
   avg_top2           masked mean of (second-to-last layer's output + last layer's output) / 2
 
-Callers may also ask for 'auto' (`resolve_poolers`): the pooling the model itself declares (`declared_pooler`),
-else SimCSE's recipe. `Encoder.save` writes a directory that `AutoModel.from_pretrained` and `SentenceTransformer`
-both load, the latter giving the same embeddings as `Encoder.encode` with the saved pooler.
+Callers may also ask for 'auto': the pooling the model itself declares, else SimCSE's recipe (pooler_choice.py:
+`resolve_poolers`, `declared_pooler`). `Encoder.save` writes a directory that `AutoModel.from_pretrained` and
+`SentenceTransformer` both load, the latter giving the same embeddings as `Encoder.encode` with the saved pooler.
 
 `Encoder.forward(..., dropout_rows=R)` runs one forward in which only the first R rows get dropout
 (row_dropout.py), so that ImSimCSE's two dropout views and its dropout-off view are one pass. Where a model's
 files are, whether they load (each failure one `ConfigError` line naming the file) and loading them is
-model_loading.py.
+loading.py.
 """
 from __future__ import annotations
 
-import functools
 import json
 import os
 import shutil
@@ -36,7 +35,13 @@ from transformers import PreTrainedModel
 
 from raycse.encoder.keyed_dropout import row_keys
 from raycse.encoder.loading import check_model_files, load_backbone, resolve_model_path, where_from
-from raycse.encoder.poolers import AUTO_POOLER, POOLERS
+from raycse.encoder.pooler_choice import (
+    POOLER_FILE,
+    checked_pooler,
+    declared_pooler,
+    resolve_poolers,  # noqa: F401 - raycse.api imports it from here
+)
+from raycse.encoder.poolers import AUTO_POOLER
 from raycse.encoder.row_dropout import install_row_dropout
 from raycse.encoder.sentence_transformers_files import write_sentence_transformers_files
 from raycse.errors import ConfigError, first_line
@@ -51,132 +56,8 @@ EVAL_BATCH_SIZE = 32
 # and corrected it to 1 in its released code; the papers' "first-last avg." figures use 1.
 AVERAGED_LAYERS = {"avg_first_last": (1, -1), "avg_top2": (-2, -1)}
 
-# Files that `Encoder.save` adds to a Hugging Face model directory so that `from_pretrained` restores the pooler.
-POOLER_FILE = "raycse_pooler.json"
+# The file that `Encoder.save` adds beside POOLER_FILE: the 'cls' pooler's MLP head.
 MLP_HEAD_FILE = "raycse_mlp_head.safetensors"
-
-
-# ------------------------------------------------------------------------------------- the model's pooling
-# sentence-transformers' pooling modes (its `pooling_mode` values) that one of raycse's poolers computes exactly.
-_POOLER_OF_SENTENCE_TRANSFORMERS_MODE = {"mean": "avg", "cls": "cls_before_pooler"}
-# The classic boolean keys of a Pooling config.json, in sentence-transformers' order, and the mode each turns on.
-_LEGACY_POOLING_FLAGS = {
-    "pooling_mode_cls_token": "cls",
-    "pooling_mode_max_tokens": "max",
-    "pooling_mode_mean_tokens": "mean",
-    "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
-    "pooling_mode_weightedmean_tokens": "weightedmean",
-    "pooling_mode_lasttoken": "lasttoken",
-}
-
-
-def declared_pooler(name_or_path: str | os.PathLike) -> str | None:
-    """The pooler that a model declares, as one of `POOLERS`, or None when it declares none raycse has.
-
-    A raycse checkpoint's `raycse_pooler.json` comes first. Otherwise the sentence-transformers files:
-    modules.json's Pooling module, read from its folder's config.json (classic `pooling_mode_*_token(s)` flags or
-    the newer `pooling_mode`): mean -> 'avg', cls -> 'cls_before_pooler'. Any other mode (max, mean_sqrt_len,
-    weightedmean, lasttoken, several at once), a module other than the Transformer before the Pooling (it would
-    change the token states raycse pools), or no such files -> None. Modules after the Pooling are ignored:
-    Normalize does not change a cosine, and a Dense head after it (LaBSE's, say) is not reproduced; the
-    answer is the pooling of the token states.
-
-    A hub id is asked of the hub (`hf_hub_download`); any failure there (offline, no such file) gives None.
-    Answers are cached per path; a local directory's answer is recomputed when its pooler files change (a
-    checkpoint re-saved in place). A local path that does not exist raises ConfigError (`resolve_model_path`).
-    """
-    path = resolve_model_path(name_or_path)
-    if Path(path).is_dir():
-        return _declared_pooler_of_directory(path, _pooler_files_stamp(Path(path)))
-    return _declared_pooler_on_hub(path)
-
-
-def resolve_poolers(model: str, pooler: str, eval_pooler: str | None, supervised: bool) -> tuple[str, str]:
-    """(training pooler, evaluation pooler) for a run on `model`.
-
-    pooler 'auto': the model's own pooling (`declared_pooler`) for both when it declares one, since a model
-    trained with one pooling (all-MiniLM-L6-v2: mean) scores clearly lower pooled another way. Otherwise SimCSE's
-    recipe: train with 'cls' (CLS + MLP head) and evaluate with 'cls_before_pooler' when unsupervised (SimCSE's
-    mlp_only_train) or 'cls' when supervised. An explicit pooler: 'cls' evaluates as 'cls_before_pooler' when
-    unsupervised, any other evaluates with itself. An explicit eval_pooler (not None, not 'auto') wins.
-    Unknown names raise ConfigError.
-    """
-    if pooler == AUTO_POOLER:
-        declared = declared_pooler(model)
-        train = declared or "cls"
-        evaluation = declared or ("cls" if supervised else "cls_before_pooler")
-    else:
-        train = _checked_pooler(pooler, also=(AUTO_POOLER,))
-        evaluation = "cls_before_pooler" if train == "cls" and not supervised else train
-    if eval_pooler is not None and eval_pooler != AUTO_POOLER:
-        evaluation = _checked_pooler(eval_pooler, what="evaluation pooler", also=(AUTO_POOLER,))
-    return train, evaluation
-
-
-def _pooler_files_stamp(directory: Path) -> tuple:
-    """What changes when the files `declared_pooler` reads are rewritten (or the directory replaced)."""
-    stamp = []
-    for path in (directory, directory / POOLER_FILE, directory / "modules.json"):
-        try:
-            stat = path.stat()
-            stamp.append((stat.st_ino, stat.st_mtime_ns, stat.st_size))
-        except OSError:
-            stamp.append(None)
-    return tuple(stamp)
-
-
-@functools.lru_cache(maxsize=64)
-def _declared_pooler_of_directory(directory: str, stamp: tuple) -> str | None:
-    del stamp  # only part of the cache key
-    return _declared_pooler_from(lambda name: _json_or_none(Path(directory) / name))
-
-
-@functools.lru_cache(maxsize=64)
-def _declared_pooler_on_hub(repo_id: str) -> str | None:
-    from huggingface_hub import hf_hub_download
-
-    def read(filename: str):
-        try:
-            return _json_or_none(Path(hf_hub_download(repo_id, filename)))
-        except Exception:  # noqa: BLE001 - offline, no such repository or file, network: nothing declared
-            return None
-
-    return _declared_pooler_from(read)
-
-
-def _declared_pooler_from(read_json) -> str | None:
-    """The declared pooler, `read_json(relative file name)` giving a file's parsed JSON or None."""
-    saved = read_json(POOLER_FILE)
-    if isinstance(saved, dict):
-        return saved.get("pooler") if saved.get("pooler") in POOLERS else None
-    modules = read_json("modules.json")
-    if not isinstance(modules, list):
-        return None
-    for module in modules:
-        kind = str(module.get("type", "")).rsplit(".", 1)[-1] if isinstance(module, dict) else ""
-        if kind == "Pooling":
-            folder = str(module.get("path") or "").strip("/")
-            config = read_json(f"{folder}/config.json") if folder else None
-            return _pooler_of_pooling_config(config) if isinstance(config, dict) else None
-        if kind != "Transformer":
-            return None
-    return None
-
-
-def _pooler_of_pooling_config(config: dict) -> str | None:
-    mode = config.get("pooling_mode")
-    if mode is None:  # the classic flags; with none set, sentence-transformers pools by the mean
-        modes = [name for key, name in _LEGACY_POOLING_FLAGS.items() if config.get(key)] or ["mean"]
-    else:
-        modes = [mode] if isinstance(mode, str) else list(mode) if isinstance(mode, (list, tuple)) else []
-    return _POOLER_OF_SENTENCE_TRANSFORMERS_MODE.get(modes[0]) if len(modes) == 1 else None
-
-
-def _json_or_none(path: Path):
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
 
 
 def pick_device() -> torch.device:
@@ -206,7 +87,7 @@ class Encoder(nn.Module):
         super().__init__()
         self.backbone = backbone
         self.tokenizer = tokenizer
-        self.pooler = _checked_pooler(pooler)
+        self.pooler = checked_pooler(pooler)
         hidden_size = backbone.config.hidden_size
         # SimCSE's MLPLayer. SimCSE creates it inside the pretrained model, so the model's own weight
         # initialisation (normal with std = initializer_range, zero bias) applies to it; we do the same.
@@ -265,7 +146,7 @@ class Encoder(nn.Module):
             check_model_files(Path(path), trust_remote_code)
         if pooler is None or pooler == AUTO_POOLER:
             pooler = declared_pooler(path) or "cls"
-        pooler = _checked_pooler(pooler, also=(AUTO_POOLER,))
+        pooler = checked_pooler(pooler, also=(AUTO_POOLER,))
         tokenizer, backbone = load_backbone(path, trust_remote_code, attn_implementation)
         # Keep float32 master weights whatever dtype the checkpoint was stored in; bf16 only through autocast.
         encoder = cls(backbone.float(), tokenizer, pooler)
@@ -312,7 +193,7 @@ class Encoder(nn.Module):
         (keyed_dropout.py) instead of torch's, so that a row's masks depend on the key and its id only, not on
         the rows beside it or the RNG; gradient caching needs that (grad_cache.py). Combines with dropout_rows.
         """
-        pooler = _checked_pooler(pooler or self.pooler)
+        pooler = checked_pooler(pooler or self.pooler)
         inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
         if token_type_ids is not None:  # models such as RoBERTa take none
             inputs["token_type_ids"] = token_type_ids
@@ -336,6 +217,10 @@ class Encoder(nn.Module):
                 output = self.backbone(**inputs, **options)
             finally:
                 state.rows, state.keys, state.site = None, None, 0
+        return self._pool(output, pooler, attention_mask)
+
+    def _pool(self, output, pooler: str, attention_mask: Tensor) -> Tensor:
+        """The sentence vectors `pooler` makes of the backbone's output (the five: the module docstring)."""
         last_hidden = output.last_hidden_state
         if pooler == "cls":
             return self.mlp(last_hidden[:, 0])
@@ -367,7 +252,7 @@ class Encoder(nn.Module):
         would make the scores differ from that protocol by an amount nothing bounds. An evaluation encodes a
         few thousand sentences without gradients, a small share of a trial, so the exact path costs little.
         """
-        pooler = _checked_pooler(pooler or self.pooler)
+        pooler = checked_pooler(pooler or self.pooler)
         order, batches = self._tokenized_for_encoding(sentences, batch_size, max_len)
         device = self.device
         was_training = self.training
@@ -413,7 +298,7 @@ class Encoder(nn.Module):
         The directory is built next to the target and renamed into place, so a reader (or a crash) never sees
         half a checkpoint. See `write_sentence_transformers_files` for what SentenceTransformer gets.
         """
-        pooler = _checked_pooler(pooler)
+        pooler = checked_pooler(pooler)
         target = Path(path)
         if target.exists() and not target.is_dir():
             raise ConfigError(f"cannot save the model to '{target}': it exists and is not a directory")
@@ -440,13 +325,6 @@ def masked_mean(token_states: Tensor, attention_mask: Tensor) -> Tensor:
     """Mean over the real tokens of each sentence: padding positions count for nothing."""
     mask = attention_mask.unsqueeze(-1).to(token_states.dtype)
     return (token_states * mask).sum(dim=1) / mask.sum(dim=1)
-
-
-def _checked_pooler(pooler: str, what: str = "pooler", also: tuple[str, ...] = ()) -> str:
-    """`pooler` if it is one of POOLERS; else ConfigError listing `also` (names the caller accepted) first."""
-    if pooler not in POOLERS:
-        raise ConfigError(f"unknown {what} {pooler!r} (choose from {', '.join((*also, *POOLERS))})")
-    return pooler
 
 
 def tokenize(tokenizer, sentences: list[str], max_len: int, pad_to_multiple_of: int | None = None) -> dict[str, Tensor]:

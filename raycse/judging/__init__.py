@@ -6,6 +6,10 @@ selection_bias.py) and read without a cluster.
     judgment.py             how a judging block becomes a judgment: the judging figure, failures, the looks'
                             boundaries (alpha spending)
     sequential_estimate.py  the point estimate of a sequential judgment, adjusted for its stopping rule
+    confirmation_plan.py    how an answer is reached: top_k, the seeds of each block (search, choosing, judging),
+                            the budgets' default plans
+    seed_scores.py          the seed-level scores a decision reads: each confirmation run, the untouched model
+    power.py                what the judging stage can resolve: the smallest detectable difference, seeds to detect
     decision.py             the decision behind the answer: the winner, and whether it beats the published point
                             and the untouched model
     verdict.py              the decision in words, each figure naming the set it comes from

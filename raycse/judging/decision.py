@@ -24,169 +24,32 @@ nominal 2.5%; `benchmarks/selection_bias.py`). So a search's answer separates ch
 Diverged and failed seeds never enter a choosing or dev mean: they are counted (`n = 4 of 5, 1 diverged`), and a
 configuration with fewer valid seeds than planned is marked. The seed noise of the search (the within-configuration std
 pooled over every choosing and judging group of two or more valid values) is reported with its degrees of
-freedom, and with it the smallest difference the judging stage could detect (see `smallest_detectable`).
+freedom, and with it the smallest difference the judging stage could detect (power.py).
 
 `decide` is the one function every view of an answer calls (the printed answer, the parent run, the summary,
-the report page): seed-level scores in, winner, intervals, flags and verdict out. It recomputes the winner from
-the choosing block's figures itself, so that nothing else has to be trusted to have chosen it. Pure: no Ray,
-MLflow, torch or I/O.
+the report page): seed-level scores in (seed_scores.py, under a plan of confirmation_plan.py), winner, intervals,
+flags and verdict out. It recomputes the winner from the choosing block's figures itself, so that nothing else has
+to be trusted to have chosen it. Pure: no Ray, MLflow, torch or I/O.
 """
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from raycse import stats
 from raycse.judging import judgment, sequential_estimate
+from raycse.judging.confirmation_plan import ConfirmPlan, SeedBlocks
 from raycse.judging.judgment import FailureRate
+from raycse.judging.power import smallest_detectable
+from raycse.judging.seed_scores import Baseline, ConfigScores, SeedScore
 from raycse.judging.sequential_estimate import StoppingEstimate
 from raycse.judging.verdict import verdict_sentences
-from raycse.records import CHOOSE, DIVERGED, FINISHED, JUDGE
+from raycse.records import CHOOSE, DIVERGED, JUDGE
 from raycse.stats import Interval, mean_interval
 
-BUDGETS = ("full", "cpu")
-POWER = 0.80  # the power at which the smallest detectable difference is quoted
 BLOCK_WORDS = {CHOOSE: "choosing", JUDGE: "judging"}
-
-
-# ------------------------------------------------------------------------------------------ the plan
-@dataclass(frozen=True)
-class SeedBlocks:
-    """The seeds of each stage: the search stage's one seed, then the choosing block, then the judging block."""
-
-    search: int
-    choose: tuple[int, ...]
-    judge: tuple[int, ...]
-
-
-def seed_blocks(base_seed: int, *, top_k: int, choose_seeds: int, judge_seeds: int) -> SeedBlocks:
-    """base_seed for the search stage; base + 1 ... for choosing (none when top_k == 1); judging after those.
-
-    The blocks are consecutive and disjoint, and none holds the search stage's seed: no run that ranked a
-    configuration is counted in a choosing or judging mean, and no run that chose the winner judges it.
-    """
-    if top_k < 1:
-        raise ValueError(f"top_k must be at least 1, not {top_k}")
-    if judge_seeds < 1:
-        raise ValueError(f"judge_seeds must be at least 1, not {judge_seeds}")
-    if top_k > 1 and choose_seeds < 1:
-        raise ValueError(f"top_k {top_k} needs at least one choosing seed, not {choose_seeds}")
-    n_choose = choose_seeds if top_k > 1 else 0
-    choose = tuple(base_seed + 1 + i for i in range(n_choose))
-    judge = tuple(base_seed + 1 + n_choose + i for i in range(judge_seeds))
-    return SeedBlocks(base_seed, choose, judge)
-
-
-@dataclass(frozen=True)
-class ConfirmPlan:
-    """How an answer is reached: how many configurations go on to be chosen among, and the seeds of each block.
-
-    `budget` is "full" or "cpu"; a CPU budget's answer is a demonstration of the mechanism, not a decision.
-    `objective` and `test_label` name the two figures in the verdict's words; `test_key` is the test figure that
-    judges "beats the untouched model" (the seven-task average).
-    """
-
-    budget: str
-    top_k: int
-    choose_seeds: int
-    judge_seeds: int
-    base_seed: int = 42
-    test_seeds: int | None = None  # how many judging seeds score the test tasks (the first ones); None: all
-    num_samples: int | None = None
-    objective: str = "objective"
-    test_label: str = "seven-task test average"
-    test_key: str = "avg"
-    judge_on: str = judgment.TEST  # the figure that judges: "test" (seven-task average) or "split" (held-out pairs)
-    looks: tuple[int, ...] | None = None  # interim looks of the judging block (seeds run); None: one look at the end
-
-    def __post_init__(self):
-        if self.budget not in BUDGETS:
-            raise ValueError(f"budget must be one of {BUDGETS}, not {self.budget!r}")
-        if self.judge_on not in judgment.JUDGED_WORDS:
-            raise ValueError(f"judge_on must be one of {sorted(judgment.JUDGED_WORDS)}, not {self.judge_on!r}")
-        if self.looks is not None and (list(self.looks) != sorted(set(self.looks)) or self.looks[0] < 2
-                                       or self.looks[-1] != self.judge_seeds):
-            raise ValueError(f"looks must rise from at least 2 to judge_seeds {self.judge_seeds}, not {self.looks}")
-        self.seeds()  # checks top_k, choose_seeds and judge_seeds
-
-    @property
-    def design_looks(self) -> tuple[int, ...]:
-        """The looks the boundaries are computed for: the plan's, or one look at judge_seeds."""
-        return tuple(self.looks) if self.looks else (self.judge_seeds,)
-
-    def judged(self, score: SeedScore) -> float | None:
-        """The judged figure of a valid run (None when it has none): its test average or its held-out part."""
-        value = score.test.get(self.test_key) if self.judge_on == judgment.TEST else score.held_out
-        return value if value is not None and math.isfinite(value) else None
-
-    def seeds(self) -> SeedBlocks:
-        return seed_blocks(self.base_seed, top_k=self.top_k, choose_seeds=self.choose_seeds,
-                           judge_seeds=self.judge_seeds)
-
-    @property
-    def judging_seeds_on_test(self) -> int:
-        """How many judging seeds (the first ones) score the test tasks."""
-        return self.judge_seeds if self.test_seeds is None else min(self.test_seeds, self.judge_seeds)
-
-    @property
-    def has_choosing(self) -> bool:
-        return self.top_k > 1
-
-
-# The defaults (benchmarks/selection_bias.py measures them). Full budget: 18 judging seeds make the smallest
-# detectable difference (two-sided 95%, 80% power, paired differences with sd sqrt(2) sigma, df = n - 1) at most
-# one seed-std (0.99 sigma; 17 seeds give 1.02); `seeds_to_detect(1.0)` recomputes it. 3 choosing seeds for the
-# top 3: against 2 they pick a configuration truly one seed-std better more often (see the benchmark's README
-# section) for 3 more trials. CPU budget: no choosing block and 2 judging seeds, the least that gives an
-# interval, of which one scores the test tasks (about 2 minutes on 2 cores each): a demonstration of the mechanism,
-# which does not judge the winner against the untouched model.
-FULL_DEFAULTS = {"top_k": 3, "choose_seeds": 3, "judge_seeds": 18, "looks": (6, 9, 12, 18)}
-CPU_DEFAULTS = {"top_k": 1, "choose_seeds": 0, "judge_seeds": 2, "test_seeds": 1}
-
-
-def default_plan(budget: str, **overrides: Any) -> ConfirmPlan:
-    """The budget's default plan, with any field overridden."""
-    if budget not in BUDGETS:
-        raise ValueError(f"budget must be one of {BUDGETS}, not {budget!r}")
-    return ConfirmPlan(budget=budget, **{**(FULL_DEFAULTS if budget == "full" else CPU_DEFAULTS), **overrides})
-
-
-# ------------------------------------------------------------------------------------- seed-level scores in
-@dataclass(frozen=True)
-class SeedScore:
-    """One confirmation run: its seed, how it ended, its dev objective (the best over its curve) and its test
-    figures by task (empty when the test tasks were off). Only a finished run with a finite dev value is valid."""
-
-    seed: int
-    status: str
-    dev: float | None = None
-    test: Mapping[str, float] = field(default_factory=dict)
-    held_out: float | None = None  # the objective on its held-out part of the pairs, when the objective is split
-
-    @property
-    def valid(self) -> bool:
-        return self.status == FINISHED and self.dev is not None and math.isfinite(self.dev)
-
-
-@dataclass(frozen=True)
-class ConfigScores:
-    """A configuration's runs in each block. `search_rank` is its place in the search stage's ranking (1 = best;
-    None for the published point when it did not rank among the top_k)."""
-
-    key: str
-    search_rank: int | None
-    choose: tuple[SeedScore, ...] = ()
-    judge: tuple[SeedScore, ...] = ()
-
-
-@dataclass(frozen=True)
-class Baseline:
-    """The untouched model's figures: its dev objective (one evaluation) and its test figures by task."""
-
-    dev: float | None = None
-    test: Mapping[str, float] = field(default_factory=dict)
 
 
 # ------------------------------------------------------------------------------------------ figures out
@@ -307,32 +170,81 @@ def choose_winner(configs: Sequence[ConfigScores], plan: ConfirmPlan) -> str | N
     return min(means)[2] if means else None
 
 
-def smallest_detectable(seed_noise: float | None, n: int, confidence: float = stats.CONFIDENCE,
-                        power: float = POWER) -> float | None:
-    """The smallest true winner - published difference that n paired judging seeds detect with `power`.
+def decide(configs: Sequence[ConfigScores], *, published: str | None, baseline: Baseline,
+           plan: ConfirmPlan) -> Decision:
+    """The answer from the seed-level scores of every configuration in every block (see the module docstring).
 
-    (t_{(1+confidence)/2, n-1} + t_{power, n-1}) * sd_d / sqrt(n), the usual approximation for a two-sided
-    paired t-test. The quantiles' degrees of freedom are those of the test actually run (n - 1 pairs), not the
-    pooled df: with 2 seeds the interval's critical value is t_{0.975,1} = 12.7, and that is what limits it.
-    sd_d, the std of a paired difference, is estimated as sqrt(2) x the pooled seed std, not as the observed
-    std of the n differences: at n = 2 the latter rests on one degree of freedom (a factor of ~70 between its
-    2.5% and 97.5% quantiles), while the pooled std uses every choosing and judging group. sqrt(2) sigma
-    assumes that a seed does not move two configurations alike; when it does, pairing cancels that part and
-    the true sd_d is smaller, so the figure errs on the side of "the budget can resolve less".
+    `configs`: the top_k candidates (their search ranks and choosing runs) and the published point, each with
+    its judging runs; `published`: the published point's key (None when the space names none). A run of a seed
+    outside its block (the search stage's seed among them) is refused with ValueError.
     """
-    if seed_noise is None or n < 2:
-        return None
-    df = n - 1
-    return (stats.t_ppf(0.5 + confidence / 2, df) + stats.t_ppf(power, df)) * math.sqrt(2) * seed_noise / math.sqrt(n)
+    keys = [c.key for c in configs]
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"a configuration appears twice: {keys}")
+    seeds = plan.seeds()
+    winner = choose_winner(configs, plan)
+    summaries = _summaries(configs, plan, seeds, winner, published)
+    by_key = {c.key: c for c in configs}
+    w, p = by_key.get(winner), by_key.get(published)
+    judged_w = _judged_by_seed(w, plan, seeds.judge)
+    seeds_run = len({s.seed for c in (w, p) if c is not None for s in c.judge if s.seed in seeds.judge})
+    look = judgment.look_of(plan.design_looks, seeds_run)
+    seed_noise, seed_noise_df = _seed_noise(summaries)
+
+    versus = _versus_published(w, p, plan, seeds.judge, judged_w, look)
+    failures, fails_more = _failure_rates(summaries, winner, published)
+    beats_published = bool(versus.judged and versus.judged.low is not None and versus.judged.low > 0
+                           and not fails_more.get(published))
+    below_published = bool(versus.mirror and versus.mirror.high is not None and versus.mirror.high < 0
+                           and not (failures.get(published) and judgment.fails_more(failures[published],
+                                                                                   failures.get(winner))))
+
+    winner_summary = next((s for s in summaries if s.is_winner), None)
+    winner_test = winner_summary.judge.test.get(plan.test_key) if winner_summary and winner_summary.judge else None
+    base_test = baseline.test.get(plan.test_key)
+    versus_baseline = _versus_baseline(judged_w, base_test, plan, look)
+    baseline_judged = versus_baseline is not None and versus_baseline.low is not None
+    beats_baseline = bool(baseline_judged and versus_baseline.low > 0 and not fails_more.get(None))
+
+    detectable_n = versus.judged.n if versus.judged is not None else plan.judge_seeds
+    detectable = smallest_detectable(seed_noise, detectable_n)
+    below_baseline = bool(versus_baseline and versus_baseline.high is not None and versus_baseline.high < 0)
+    futile_b = judgment.futility_t(judged_w, base_test) if base_test is not None else None
+    stopped = judgment.stop_reason((versus.judged, beats_published, below_published, versus.futility),
+                                   (versus_baseline, beats_baseline, below_baseline, futile_b), plan.design_looks, look)
+
+    ended = bool(stopped) or look == len(plan.design_looks)
+    estimate = (sequential_estimate.stopping_estimate(versus.pairs, plan.design_looks, ended)
+                if versus.judged is not None else None)
+    decision = Decision(
+        plan=plan, seeds=seeds, winner=winner, published=published, configs=tuple(summaries),
+        versus_published=versus.judged, versus_published_test=versus.test, winner_test=winner_test,
+        baseline=Baseline(baseline.dev, dict(baseline.test)), seed_noise=seed_noise, seed_noise_df=seed_noise_df,
+        detectable=detectable, detectable_n=detectable_n if detectable is not None else None,
+        beats_published=beats_published, below_published=below_published, beats_baseline=beats_baseline,
+        baseline_judged=baseline_judged, marks=tuple(_marks(summaries)), verdict=(), judged_on=plan.judge_on,
+        versus_published_dev=versus.dev, versus_baseline=versus_baseline, failures=failures, look=look,
+        looks=plan.design_looks, stopped=stopped, fails_more=tuple(k for k, v in fails_more.items() if v),
+        estimate_published=estimate)
+    return replace(decision, verdict=tuple(verdict_sentences(decision)))
 
 
-def seeds_to_detect(difference_in_std: float = 1.0, confidence: float = stats.CONFIDENCE, power: float = POWER,
-                    most: int = 1000) -> int:
-    """The fewest judging seeds whose smallest detectable difference is at most `difference_in_std` seed-stds."""
-    for n in range(2, most + 1):
-        if smallest_detectable(1.0, n, confidence, power) <= difference_in_std:
-            return n
-    raise ValueError(f"more than {most} seeds would be needed to detect {difference_in_std} seed-stds")
+def _summaries(configs: Sequence[ConfigScores], plan: ConfirmPlan, seeds: SeedBlocks, winner: str | None,
+               published: str | None) -> list[ConfigSummary]:
+    """Each configuration over its blocks: a choosing block for the top_k candidates, a judging block for the
+    winner, the published point and any other configuration that was judged."""
+    summaries = []
+    for config in configs:
+        if config.choose and not plan.has_choosing:
+            raise ValueError(f"configuration {config.key!r} has choosing runs but the plan has no choosing block")
+        summaries.append(ConfigSummary(
+            key=config.key, search_rank=config.search_rank, is_published=config.key == published,
+            is_winner=config.key == winner,
+            choose=_block_summary(CHOOSE, config.choose, seeds.choose, config.key) if plan.has_choosing
+            and config.search_rank is not None and config.search_rank <= plan.top_k else None,
+            judge=_block_summary(JUDGE, config.judge, seeds.judge, config.key) if config.judge
+            or config.key in (winner, published) else None))
+    return summaries
 
 
 def _block_summary(block: str, scores: Sequence[SeedScore], seeds: tuple[int, ...], key: str) -> BlockSummary:
@@ -358,14 +270,6 @@ def _block_summary(block: str, scores: Sequence[SeedScore], seeds: tuple[int, ..
         dev=mean_interval([s.dev for s in valid]) if valid else None, test=test)
 
 
-def _paired(a: Sequence[SeedScore], b: Sequence[SeedScore], figure) -> Interval | None:
-    """mean(a - b) over the seeds where both have the figure; `figure` reads it from a valid SeedScore."""
-    of_b = {s.seed: figure(s) for s in b if s.valid}
-    diffs = [figure(s) - of_b[s.seed] for s in a if s.valid and of_b.get(s.seed) is not None
-             and figure(s) is not None]
-    return mean_interval(diffs) if diffs else None
-
-
 def _judged_by_seed(config: ConfigScores | None, plan: ConfirmPlan, seeds: tuple[int, ...]) -> dict[int, float | None]:
     """The judged figure by judging seed: a value for a valid run that has one, None for a run that diverged or
     failed (counted against it), absent for a seed not run and for a valid run without the figure (test_seeds)."""
@@ -380,6 +284,48 @@ def _judged_by_seed(config: ConfigScores | None, plan: ConfirmPlan, seeds: tuple
     return out
 
 
+def _seed_noise(summaries: Sequence[ConfigSummary]) -> tuple[float | None, int]:
+    """The pooled within-configuration std of the dev objective over every choosing and judging group of two or
+    more valid values, and its degrees of freedom."""
+    groups = [block.values for s in summaries for block in (s.choose, s.judge) if block is not None and block.n > 1]
+    return stats.pooled_std(groups), sum(len(g) - 1 for g in groups)
+
+
+@dataclass(frozen=True)
+class _VersusPublished:
+    """Winner - published over the judging seeds; empty without a winner or a published point, or when they are one."""
+
+    judged: Interval | None = None  # the judged figure, the winner's failures at the worst value: judges "beats"
+    mirror: Interval | None = None  # the same, the published point's failures at the worst value: "falls below"
+    futility: float | None = None  # the futility t of the judged figure
+    pairs: list[float] = field(default_factory=list)  # over the seeds both ran without failing: the estimate's
+    dev: Interval | None = None  # dev, the data that chose: shown, never judges
+    test: dict[str, Interval] = field(default_factory=dict)  # each test task, valid pairs only
+
+
+def _versus_published(w: ConfigScores | None, p: ConfigScores | None, plan: ConfirmPlan, seeds: tuple[int, ...],
+                      judged_w: dict[int, float | None], look: int) -> _VersusPublished:
+    if w is None or p is None or w is p:
+        return _VersusPublished()
+    judged_p = _judged_by_seed(p, plan, seeds)
+    tasks = sorted({t for s in w.judge for t in s.test} & {t for s in p.judge for t in s.test})
+    by_task = {task: _paired(w.judge, p.judge, lambda s, task=task: s.test.get(task)) for task in tasks}
+    return _VersusPublished(
+        judged=_sequential_interval(judgment.paired_with_failures(judged_w, judged_p, against="a"), plan, look),
+        mirror=_sequential_interval(judgment.paired_with_failures(judged_w, judged_p, against="b"), plan, look),
+        futility=judgment.futility_t(judged_w, judged_p), pairs=judgment.valid_pairs(judged_w, judged_p),
+        dev=_paired(w.judge, p.judge, lambda s: s.dev),
+        test={task: interval for task, interval in by_task.items() if interval is not None})
+
+
+def _paired(a: Sequence[SeedScore], b: Sequence[SeedScore], figure) -> Interval | None:
+    """mean(a - b) over the seeds where both have the figure; `figure` reads it from a valid SeedScore."""
+    of_b = {s.seed: figure(s) for s in b if s.valid}
+    diffs = [figure(s) - of_b[s.seed] for s in a if s.valid and of_b.get(s.seed) is not None
+             and figure(s) is not None]
+    return mean_interval(diffs) if diffs else None
+
+
 def _sequential_interval(diffs: Sequence[float], plan: ConfirmPlan, look: int) -> Interval | None:
     """The mean of the differences with its repeated confidence interval at `look`, the look the judging seeds run
     reach (the fixed design's two-sided 95% t interval when the plan has one look)."""
@@ -392,101 +338,25 @@ def _sequential_interval(diffs: Sequence[float], plan: ConfirmPlan, look: int) -
     return replace(plain, low=plain.mean - half, high=plain.mean + half)
 
 
-def decide(configs: Sequence[ConfigScores], *, published: str | None, baseline: Baseline,
-           plan: ConfirmPlan) -> Decision:
-    """The answer from the seed-level scores of every configuration in every block (see the module docstring).
-
-    `configs`: the top_k candidates (their search ranks and choosing runs) and the published point, each with
-    its judging runs; `published`: the published point's key (None when the space names none). A run of a seed
-    outside its block (the search stage's seed among them) is refused with ValueError.
-    """
-    keys = [c.key for c in configs]
-    if len(set(keys)) != len(keys):
-        raise ValueError(f"a configuration appears twice: {keys}")
-    seeds = plan.seeds()
-    winner = choose_winner(configs, plan)
-    summaries = []
-    for config in configs:
-        if config.choose and not plan.has_choosing:
-            raise ValueError(f"configuration {config.key!r} has choosing runs but the plan has no choosing block")
-        summaries.append(ConfigSummary(
-            key=config.key, search_rank=config.search_rank, is_published=config.key == published,
-            is_winner=config.key == winner,
-            choose=_block_summary(CHOOSE, config.choose, seeds.choose, config.key) if plan.has_choosing
-            and config.search_rank is not None and config.search_rank <= plan.top_k else None,
-            judge=_block_summary(JUDGE, config.judge, seeds.judge, config.key) if config.judge
-            or config.key in (winner, published) else None))
-    by_key = {c.key: c for c in configs}
-    w, p = by_key.get(winner), by_key.get(published)
-    judged_w = _judged_by_seed(w, plan, seeds.judge)
-    seeds_run = len({s.seed for c in (w, p) if c is not None for s in c.judge if s.seed in seeds.judge})
-    look = judgment.look_of(plan.design_looks, seeds_run)
-    groups = [block.values for s in summaries for block in (s.choose, s.judge) if block is not None and block.n > 1]
-    seed_noise = stats.pooled_std(groups)
-    seed_noise_df = sum(len(g) - 1 for g in groups)
-
-    versus = versus_dev = mirror = futile_p = None
-    pairs: list[float] = []  # winner - published over the seeds both ran without failing: the reported estimate
-    versus_test = {}
-    if w is not None and p is not None and w is not p:
-        versus_dev = _paired(w.judge, p.judge, lambda s: s.dev)
-        judged_p = _judged_by_seed(p, plan, seeds.judge)
-        versus = _sequential_interval(judgment.paired_with_failures(judged_w, judged_p, against="a"), plan, look)
-        mirror = _sequential_interval(judgment.paired_with_failures(judged_w, judged_p, against="b"), plan, look)
-        futile_p, pairs = judgment.futility_t(judged_w, judged_p), judgment.valid_pairs(judged_w, judged_p)
-        tasks = sorted({t for s in w.judge for t in s.test} & {t for s in p.judge for t in s.test})
-        for task in tasks:
-            interval = _paired(w.judge, p.judge, lambda s, task=task: s.test.get(task))
-            if interval is not None:
-                versus_test[task] = interval
+def _failure_rates(summaries: Sequence[ConfigSummary], winner: str | None,
+                   published: str | None) -> tuple[dict[str, FailureRate], dict[str | None, bool]]:
+    """The judging-block failure rate of each judged configuration, and whether the winner fails more often than
+    the untouched model (None, which cannot fail) and than the published point."""
     failures = {s.key: judgment.wilson(s.judge.diverged + s.judge.failed, s.judge.planned - s.judge.not_run)
                 for s in summaries if s.judge is not None}
     fails_more = {None: judgment.fails_more(failures[winner], None)} if winner in failures else {}
     if winner in failures and published in failures and winner != published:
         fails_more[published] = judgment.fails_more(failures[winner], failures[published])
-    beats_published = bool(versus and versus.low is not None and versus.low > 0 and not fails_more.get(published))
-    below_published = bool(mirror and mirror.high is not None and mirror.high < 0
-                           and not (failures.get(published) and judgment.fails_more(failures[published],
-                                                                                   failures.get(winner))))
-
-    winner_summary = next((s for s in summaries if s.is_winner), None)
-    winner_test = winner_summary.judge.test.get(plan.test_key) if winner_summary and winner_summary.judge else None
-    base_test = baseline.test.get(plan.test_key)
-    versus_baseline = None
-    if base_test is not None and any(v is not None for v in judged_w.values()):
-        versus_baseline = _sequential_interval(judgment.against_fixed_with_failures(judged_w, base_test), plan, look)
-    baseline_judged = versus_baseline is not None and versus_baseline.low is not None
-    beats_baseline = bool(baseline_judged and versus_baseline.low > 0 and not fails_more.get(None))
-
-    detectable_n = versus.n if versus is not None else plan.judge_seeds
-    detectable = smallest_detectable(seed_noise, detectable_n)
-    below_baseline = bool(versus_baseline and versus_baseline.high is not None and versus_baseline.high < 0)
-    futile_b = judgment.futility_t(judged_w, base_test) if base_test is not None else None
-    stopped = judgment.stop_reason((versus, beats_published, below_published, futile_p),
-                                   (versus_baseline, beats_baseline, below_baseline, futile_b), plan.design_looks, look)
-
-    ended = bool(stopped) or look == len(plan.design_looks)
-    estimate = sequential_estimate.stopping_estimate(pairs, plan.design_looks, ended) if versus is not None else None
-    marks = tuple(_marks(summaries))
-    decision = Decision(
-        plan=plan, seeds=seeds, winner=winner, published=published, configs=tuple(summaries),
-        versus_published=versus, versus_published_test=versus_test, winner_test=winner_test,
-        baseline=Baseline(baseline.dev, dict(baseline.test)), seed_noise=seed_noise, seed_noise_df=seed_noise_df,
-        detectable=detectable, detectable_n=detectable_n if detectable is not None else None,
-        beats_published=beats_published, below_published=below_published, beats_baseline=beats_baseline,
-        baseline_judged=baseline_judged, marks=marks, verdict=(), judged_on=plan.judge_on,
-        versus_published_dev=versus_dev, versus_baseline=versus_baseline, failures=failures, look=look,
-        looks=plan.design_looks, stopped=stopped, fails_more=tuple(k for k, v in fails_more.items() if v),
-        estimate_published=estimate)
-    return replace(decision, verdict=tuple(verdict_sentences(decision)))
+    return failures, fails_more
 
 
-def _label(summary: ConfigSummary) -> str:
-    if summary.is_winner:
-        return "the winner" + (" (the published point)" if summary.is_published else "")
-    if summary.is_published:
-        return "the published point"
-    return f"configuration {summary.key} (search rank {summary.search_rank})"
+def _versus_baseline(judged_w: dict[int, float | None], base_test: float | None, plan: ConfirmPlan,
+                     look: int) -> Interval | None:
+    """Winner - untouched model on the judged figure, the winner's failures at the worst value; None without the
+    untouched model's figure or a judged winner run."""
+    if base_test is None or not any(v is not None for v in judged_w.values()):
+        return None
+    return _sequential_interval(judgment.against_fixed_with_failures(judged_w, base_test), plan, look)
 
 
 def _marks(summaries: Sequence[ConfigSummary]) -> list[str]:
@@ -497,3 +367,11 @@ def _marks(summaries: Sequence[ConfigSummary]) -> list[str]:
                 marks.append(f"{_label(summary)} on the {BLOCK_WORDS[block.block]} seeds: {block.count_text} "
                              "(fewer than planned)")
     return marks
+
+
+def _label(summary: ConfigSummary) -> str:
+    if summary.is_winner:
+        return "the winner" + (" (the published point)" if summary.is_published else "")
+    if summary.is_published:
+        return "the published point"
+    return f"configuration {summary.key} (search rank {summary.search_rank})"

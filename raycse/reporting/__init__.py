@@ -2,6 +2,7 @@
 
     tables.py  the tables and the printed summary, from the summary file and the trial rows (no I/O)
     compare_table.py  what `raycse compare` prints, from compare_summary.json (no I/O)
+    card_facts.py  what the model card of `raycse export` says, from the summary file (no I/O)
     load.py    reading a search back through the Tracker: summary, trial rows, the Optuna study
     page.py    the HTML page: the tables and the plots
     plots.py   the plots: interactive plotly figures on the page, matplotlib PNGs beside it

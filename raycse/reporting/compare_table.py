@@ -23,7 +23,7 @@ def _signed(value: float | None) -> str:
 
 
 def _seeds(seeds: list[int]) -> str:
-    """'seed 43', 'seeds 44-45' (consecutive by construction: raycse.judging.decision.seed_blocks)."""
+    """'seed 43', 'seeds 44-45' (consecutive by construction: raycse.judging.confirmation_plan.seed_blocks)."""
     if not seeds:
         return "seeds -"
     return f"seed {seeds[0]}" if len(seeds) == 1 else f"seeds {seeds[0]}-{seeds[-1]}"

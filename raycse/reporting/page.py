@@ -290,14 +290,7 @@ def render_report(record: SearchRecord, out_dir: Path) -> RenderedReport:
     """The whole page: verdict, reference points, confirmation, test tasks, search table, Optuna's plots."""
     summary = record.summary
     page = _Page(out_dir)
-    baseline = (summary.get("baseline") or {}).get("objective")
-    published = summary.get("published") or {}
-    conditional = any("loss" in t.params for t in record.study.trials)
-    family = published.get("family", "-")
-    references = References(
-        baseline=baseline, published=published_reference(summary, record.rows), published_family=family,
-        published_params={(f"{family}/{k}" if conditional else k): v
-                          for k, v in (published.get("params") or {}).items()})
+    references = _references(record)
     target_name = summary.get("objective_description") or summary.get("objective") or "objective"
 
     page.add(f"<h1>raycse search report: {html.escape(record.experiment)}</h1>")
@@ -305,6 +298,43 @@ def render_report(record: SearchRecord, out_dir: Path) -> RenderedReport:
                           ["budget", str(summary.get("budget"))], ["objective", target_name],
                           ["MLflow parent run", record.parent_run_id],
                           ["Optuna study", f"{summary.get('study_name')} in {record.optuna_storage}"]])
+    _answer(page, summary, references)
+    _confirmation(page, summary)
+
+    page.heading("Search")
+    headers, rows = search_table_rows(record.rows, summary.get("searched_params") or {})
+    page.table(headers, rows, f"{len(rows)} search trials, best first. best objective: the highest dev score over "
+               "the trial's evaluations, reached at the training step 'best step'.",
+               lambda row: row[-1] == "published")
+    with plotting():
+        importances = _search_plots(page, record, references, target_name)
+    timings = summary.get("timings") or {}
+    if timings:
+        _timings(page, timings)
+    script = plotly_script() if page.figures else ""  # plotly.js once, before the figures that use it
+    document = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+                f"<title>raycse report: {html.escape(record.experiment)}</title><style>{STYLE}</style>{script}"
+                "</head><body>\n" + "\n".join(page.parts) + "\n</body></html>\n")
+    return RenderedReport(html=document, images=page.images, figures=page.figures, warnings=page.warnings,
+                          importances=importances)
+
+
+def _references(record: SearchRecord) -> References:
+    """The untouched model and the published point, as every objective axis marks them; in a conditional space the
+    published parameters are named as the study names them (`family/param`)."""
+    summary = record.summary
+    published = summary.get("published") or {}
+    conditional = any("loss" in t.params for t in record.study.trials)
+    family = published.get("family", "-")
+    return References(
+        baseline=(summary.get("baseline") or {}).get("objective"),
+        published=published_reference(summary, record.rows), published_family=family,
+        published_params={(f"{family}/{k}" if conditional else k): v
+                          for k, v in (published.get("params") or {}).items()})
+
+
+def _answer(page: _Page, summary: dict, references: References) -> None:
+    """The answer block, the verdict, and the two points the answer is set against."""
     from raycse.reporting.answer import answer_block
 
     page.heading("Answer")
@@ -314,13 +344,17 @@ def render_report(record: SearchRecord, out_dir: Path) -> RenderedReport:
     page.paragraph(summary.get("verdict") or "No configuration was found.", "verdict")
 
     page.heading("Reference points")
+    published = summary.get("published") or {}
     baseline_pooler = (summary.get("baseline") or {}).get("eval_pooler")
-    page.paragraph(f"Baseline: the untouched model scores {score(baseline)}"
+    page.paragraph(f"Baseline: the untouched model scores {score(references.baseline)}"
                    + (f" ({baseline_pooler} pooling)" if baseline_pooler else "") + " before any training.")
     page.paragraph(f"Published point: {published.get('family', '-')} {fmt_params(published.get('params') or {})}"
                    + (f", which scores {score(references.published[0])} ({references.published[1]})."
                       if references.published else "."))
 
+
+def _confirmation(page: _Page, summary: dict) -> None:
+    """The choosing and judging blocks, and the seven test tasks; a note when the search ran neither block."""
     headers, rows = choosing_table_rows(summary)
     if rows:
         page.heading("Choosing")
@@ -342,27 +376,14 @@ def render_report(record: SearchRecord, out_dir: Path) -> RenderedReport:
         for note in notes:
             page.paragraph(note, "note")
 
-    page.heading("Search")
-    headers, rows = search_table_rows(record.rows, summary.get("searched_params") or {})
-    page.table(headers, rows, f"{len(rows)} search trials, best first. best objective: the highest dev score over "
-               "the trial's evaluations, reached at the training step 'best step'.",
-               lambda row: row[-1] == "published")
-    with plotting():
-        importances = _search_plots(page, record, references, target_name)
-    timings = summary.get("timings") or {}
-    if timings:
-        page.heading("Where the time went")
-        phases = [[phase_of(key), f"{value:.1f}"] for key, value in timings.items() if phase_of(key)]
-        trials = [[trial_timing_label(key), f"{timings[key]:.1f}"] for key in TRIAL_TIMING_KEYS if key in timings]
-        page.table(["driver phase", "seconds"], [*phases, ["total", f"{timings.get(TOTAL_TIME, 0.0):.1f}"]],
-                   "From the command's start; the phases add up to the total (this page's own writing follows).")
-        utilisation = 100 * timings.get(SLOT_UTILISATION, 0.0)
-        page.table(["trials, summed", "seconds"], trials,
-                   f"Slot utilisation {utilisation:.0f}% of {timings.get(CONCURRENT_SLOTS, 1):.0f} concurrent "
-                   "trial slot(s): (train + eval) / ((search + confirm) x slots).")
-    script = plotly_script() if page.figures else ""  # plotly.js once, before the figures that use it
-    document = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-                f"<title>raycse report: {html.escape(record.experiment)}</title><style>{STYLE}</style>{script}"
-                "</head><body>\n" + "\n".join(page.parts) + "\n</body></html>\n")
-    return RenderedReport(html=document, images=page.images, figures=page.figures, warnings=page.warnings,
-                          importances=importances)
+
+def _timings(page: _Page, timings: dict[str, float]) -> None:
+    page.heading("Where the time went")
+    phases = [[phase_of(key), f"{value:.1f}"] for key, value in timings.items() if phase_of(key)]
+    trials = [[trial_timing_label(key), f"{timings[key]:.1f}"] for key in TRIAL_TIMING_KEYS if key in timings]
+    page.table(["driver phase", "seconds"], [*phases, ["total", f"{timings.get(TOTAL_TIME, 0.0):.1f}"]],
+               "From the command's start; the phases add up to the total (this page's own writing follows).")
+    utilisation = 100 * timings.get(SLOT_UTILISATION, 0.0)
+    page.table(["trials, summed", "seconds"], trials,
+               f"Slot utilisation {utilisation:.0f}% of {timings.get(CONCURRENT_SLOTS, 1):.0f} concurrent "
+               "trial slot(s): (train + eval) / ((search + confirm) x slots).")

@@ -127,8 +127,8 @@ class TrainConfig:
         return self.sup_data is not None
 
     def poolers(self) -> tuple[str, str]:
-        """(training pooler, evaluation pooler): 'auto' resolved from the model's own files (model.py)."""
-        from raycse.encoder.model import resolve_poolers
+        """(training pooler, evaluation pooler): 'auto' resolved from the model's own files (pooler_choice.py)."""
+        from raycse.encoder.pooler_choice import resolve_poolers
 
         return resolve_poolers(self.model, self.pooler, self.eval_pooler, supervised=self.supervised)
 

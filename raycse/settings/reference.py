@@ -20,14 +20,10 @@ from raycse.losses import LOSS_NAMES, REGULARISERS, hyperparameter_catalogue, lo
 from raycse.sampling.samplers import FILE_SAMPLER_NAMES, SAMPLERS
 from raycse.settings.checks import CONFIRM_SEEDS_LIMIT, INT_LIMIT, NAME_LIMIT, SEED_LIMIT
 from raycse.settings.config import TrainConfig, field_kind
-from raycse.settings.space import (
-    DISTRIBUTIONS,
-    TEST_EVAL,
-    TRAIN_SEARCHABLE,
-    Confirm,
-    Resources,
-    SearchSpace,
-)
+from raycse.settings.confirm import Confirm
+from raycse.settings.distributions import DISTRIBUTIONS
+from raycse.settings.families import TRAIN_SEARCHABLE
+from raycse.settings.space import SCHEDULERS, TEST_EVAL, Resources, SearchSpace
 
 SCHEMA_PATH = Path(__file__).resolve().parent / "space.schema.json"
 
@@ -199,7 +195,7 @@ def section_keys() -> list[Key]:
         "cpus_per_worker": (_number(0), resources.cpus_per_worker, "CPU cores per worker"),
     }
     scheduler_schema = {
-        "name": (_choice(("asha", "fifo")), scheduler["name"], "asha stops weak trials early at its rungs; fifo "
+        "name": (_choice(SCHEDULERS), scheduler["name"], "asha stops weak trials early at its rungs; fifo "
                  "runs every trial to its end"),
         "grace_evals": (_number(1), scheduler["grace_evals"], "evaluations every trial gets before ASHA may stop "
                         "it"),

@@ -4,7 +4,7 @@ Each worker embeds its own slice of the global batch. `gather_with_grad` all-gat
 every loss sees all W*b rows as negatives, and puts the worker's own slice back as the original,
 differentiable tensor: gradients flow to the local encoder through the local rows only. Every worker then
 computes the same global loss and back-propagates it through its own rows; the trainer sums (not averages)
-the parameter gradients over the W workers (`trainer.sum_gradients_across_workers`, no DDP), which gives
+the parameter gradients over the W workers (`step_runner.sum_gradients_across_workers`, no DDP), which gives
 exactly the gradient of the single-worker W*b batch. That needs identical weights on every worker: the
 trainer builds the model under the same seed everywhere.
 """

@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 
 
 class StepRunner(Protocol):
-    """What gradient caching uses of the trainer's `StepRunner`, which imports this module (so this one cannot
+    """What gradient caching uses of `step_runner.StepRunner`, which imports this module (so this one cannot
     import it)."""
 
     config: TrainConfig
@@ -134,7 +134,7 @@ def encode_chunk(runner: StepRunner, chunk: Chunk, key: Tensor, supervised: bool
 
 @contextlib.contextmanager
 def _eval_mode(module: torch.nn.Module):
-    """Dropout off, gradients kept: `trainer.dropout_disabled`, which this module cannot import."""
+    """Dropout off, gradients kept: `step_runner.dropout_disabled`, which this module cannot import."""
     was_training = module.training
     module.eval()
     try:

@@ -25,7 +25,7 @@ def start_ray() -> bool:
 def torch_trainer(worker_loop, config, cpus_per_worker: float, storage_path: str, name: str,
                   callbacks: list | None = None, resume_from_checkpoint=None, resume: bool = False):
     """Ray Train (V2) TorchTrainer running `worker_loop` on `config.workers` workers (a TrainConfig; torch.distributed
-    set up; the trainer sums gradients itself, see `trainer.sum_gradients_across_workers`)."""
+    set up; the trainer sums gradients itself, see `step_runner.sum_gradients_across_workers`)."""
     import ray.train
     from ray.train.torch import TorchTrainer
 

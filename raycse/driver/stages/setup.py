@@ -15,7 +15,7 @@ from raycse.driver.state import SearchState
 from raycse.driver.tune.pacing import set_snapshot_period
 from raycse.errors import ConfigError
 from raycse.records import BUDGET_TAG, PATH_TAG, SEARCH_TAG
-from raycse.settings.space import Confirm
+from raycse.settings.confirm import Confirm
 from raycse.tracking.tracker import Tracker
 
 
