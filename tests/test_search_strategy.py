@@ -1,4 +1,4 @@
-"""Search strategies (raycse/sampling/samplers.py, prior_sampler.py), their space-file options, the concurrency
+"""Search strategies (raycse/sampling/samplers.py, prior_guided.py), their space-file options, the concurrency
 figures, and a short search replayed against a tiny recorded landscape through raycse's real searcher and
 scheduler (benchmarks/search_replay.py)."""
 from __future__ import annotations
