@@ -59,8 +59,9 @@ def search(space: str | os.PathLike | SearchSpace, *, num_samples: int | None = 
 
     Returns:
         The `SearchOutcome`: `.winner` ({"family", "params"}), `.verdict` (the answer in one sentence), `.decision`
-        (the choosing and judging seeds' figures; None with confirm=False), `.trials` (`.trials_dataframe()` as a
-        table), `.best_checkpoint` and `.summary`. `raycse.load(experiment)` returns it again later.
+        (the choosing and judging seeds' figures, None with confirm=False: `.decision.versus_published` is winner −
+        published on the seven-task test average over the judging seeds; `.decision.versus_published_dev`, on dev,
+        never judged), `.trials` (`.trials_dataframe()`), `.best_checkpoint`, `.summary`; `raycse.load` gives it back.
 
     Raises:
         ConfigError: An argument or the space file is wrong, before anything is written or started.
@@ -303,7 +304,8 @@ def load(experiment: str, tracking_uri: str | None = None) -> SearchOutcome:
             The MLflow store the search recorded in. Default: None ($MLFLOW_TRACKING_URI, else sqlite:///mlflow.db).
 
     Returns:
-        The `SearchOutcome`: the same winner, decision, verdict, trials and timings `search` returned.
+        The `SearchOutcome` `search` returned (`.decision.versus_published`: on the seven-task test average over
+        the judging seeds, not on dev: that is `.decision.versus_published_dev`).
 
     Raises:
         ConfigError: The store or the experiment is not there, or it holds no finished search.
@@ -339,8 +341,8 @@ def status(experiment: str, *, tracking_uri: str | None = None) -> SearchStatus:
             The MLflow store the search records in. Default: None ($MLFLOW_TRACKING_URI, else sqlite:///mlflow.db).
 
     Returns:
-        The `SearchStatus`: `.stage` ('finished' once done), `.done` and `.planned` trials by stage, the
-        `.best_objective` so far, the `.running` trials, `.spent_s` and (estimated) `.left_s`.
+        The `SearchStatus`: `.stage`, `.done`/`.planned` trials by stage, `.leading` (the finished search trials'
+        best dev objective), `.choosing` (means), `.winner`, `.answer` (once ended), `.running`, `.spent_s`, `.left_s`.
 
     Raises:
         ConfigError: The store or the experiment is not there, or it holds no search yet.
@@ -352,7 +354,7 @@ def status(experiment: str, *, tracking_uri: str | None = None) -> SearchStatus:
             import raycse
 
             now = raycse.status("raycse-focal")  # while (or after) raycse.search("focal") runs
-            print(now.stage, now.done, now.best_objective)
+            print(now.stage, now.done, now.leading)
     """
     uri = store_of(experiment, tracking_uri)
     from raycse.reporting.status import search_status

@@ -26,8 +26,13 @@ from raycse.commands.flags import (
 )
 from raycse.commands.quiet import quiet_libraries
 from raycse.errors import ConfigError, RunFailed, first_line, one_line
+from raycse.training import stop_signals
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+DESCRIPTION = ("Search the hyperparameters of contrastive sentence-embedding training (SimCSE, Focal-InfoNCE, "
+               "ImSimCSE, DCLR, ...): choose a configuration on some seeds, judge it against the paper's published "
+               "point on others, and record every trial in MLflow.")
+EXIT_TERMINATED, EXIT_HUNG_UP = 143, 129  # SIGTERM, SIGHUP: 128 + the signal's number, as for Ctrl-C's SIGINT
 
 
 # --------------------------------------------------------------------------------------------- eval
@@ -182,7 +187,8 @@ def _cmd_compare(args) -> int:
 def _add_report(sub) -> None:
     p = subcommand(sub, "report", "tables and plots of an MLflow experiment written by raycse search",
                    "Writes OUTPUT_DIR/index.html (images inline) for the experiment's latest search and logs it on "
-                   "the search's parent run; reads the stores, creates neither.", """
+                   "the search's parent run (its report/ artifact); changes nothing else in the stores and creates "
+                   "neither.", """
 raycse report raycse-focal
 raycse report raycse-focal --tracking-uri http://head:5000 --output-dir focal-report""")
     p.add_argument("experiment", metavar="EXPERIMENT", help="the MLflow experiment name (the space file's "
@@ -227,7 +233,7 @@ def _add_bench(sub) -> None:
     p = subcommand(sub, "bench", "time raycse's training step against a naive fp32 step, and the STS-B dev eval",
                    "Random-weight BERT shapes, so nothing is downloaded; the figures are sentences/s and ms a "
                    "step.", """
-raycse bench --shape base --batch-size 64
+raycse bench --shape bert-base --batch-size 64
 raycse bench --concurrent 4 --shape tiny
 raycse bench --cached --loss focal,simcse --output cached.json""")
     add_bench_arguments(p)
@@ -241,10 +247,15 @@ def _add_listings(sub) -> None:
     p.set_defaults(func=_cmd_spaces, parser=p)
     p = subcommand(sub, "losses", "each loss, its paper and its hyperparameters with their published defaults",
                    "A base loss takes --reg to add a regulariser (weight --lambda); a preset is a base loss with its "
-                   "regulariser.", "raycse losses")
+                   "regulariser. Your own loss is a file with a Term subclass and its declaration, named in a space "
+                   "file as ./my_loss.py:MyLoss (docs/own-loss.md): name it here to check it and see it listed.", """
+raycse losses
+raycse losses ./my_loss.py:MyLoss""")
+    p.add_argument("loss", nargs="*", metavar="LOSS", help="your own loss: ./my_loss.py:MyLoss, "
+                   "package.module:MyLoss or an installed entry point, loaded and tried as a search would")
     p.set_defaults(func=_cmd_losses, parser=p)
-    p = subcommand(sub, "status", "where a search stands: its stage, trials done and planned, the best so far, the "
-                   "running trials, and the time spent and left",
+    p = subcommand(sub, "status", "where a search stands: its stage, trials done and planned, the search stage's "
+                   "leading configuration, the choosing means, the answer once judged, and the time spent and left",
                    "Reads MLflow only, so it works while the search runs in another process or on a tracking server.",
                    """
 raycse status raycse-focal
@@ -266,16 +277,9 @@ def _cmd_spaces(args) -> int:
 
 
 def _cmd_losses(args) -> int:
-    from raycse.losses import BASES, PRESETS, REGULARISER_INFO
+    from raycse.losses.listing import format_losses
 
-    for title, infos in (("losses (--loss)", BASES), ("regularisers (--reg, weighted by --lambda)", REGULARISER_INFO)):
-        print(title)
-        for info in infos.values():
-            hyper = ", ".join(f"{name} {spec.default:g}" for name, spec in info.hyperparameters.items())
-            print(f"  {info.name:<12} {info.summary}\n  {'':<12} {info.paper}\n  {'':<12} hyperparameters: {hyper}")
-    print("presets (--loss)")
-    for name, (base, reg) in PRESETS.items():
-        print(f"  {name:<12} {base} + lambda x {reg}")
+    print(format_losses(args.loss))
     return EXIT_OK
 
 
@@ -307,8 +311,8 @@ def _cmd_cache(args) -> int:
 
 # --------------------------------------------------------------------------------------------- main
 def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(prog="raycse", description=__doc__.splitlines()[0], epilog="`raycse COMMAND --help` explains "
-                     "each command, with examples.")
+    parser = Parser(prog="raycse", description=DESCRIPTION, epilog="`raycse COMMAND --help` explains each command, "
+                     "with examples; `raycse search --space focal --dry-run` shows a search's plan without running it.")
     parser.add_argument("--version", action="version", version=f"raycse {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks (default: off)")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser, metavar="COMMAND")
@@ -339,15 +343,16 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"raycse: error: {one_line(culprit_as_flag(err, subparser))}", file=sys.stderr)
         return EXIT_USAGE
-    except KeyboardInterrupt:
-        print("raycse: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as err:  # Ctrl-C, SIGTERM or SIGHUP (raycse/training/stop_signals.py): 130, 143, 129
+        return stop_signals.report(err)
     except RunFailed as err:  # a run that failed, said whole (export's push): one line, exit 1
         if debug:
             raise
         print(f"raycse: error: {one_line(str(err))}", file=sys.stderr)
         return EXIT_FAILED
     except Exception as err:  # a run that failed (disk full, a library's error, a bug): one line, exit 1
+        if stop_signals.received() is not None:  # a library that turned a stop into an error of its own
+            return stop_signals.report(err)
         if debug:
             raise
         reason = err.strerror if isinstance(err, OSError) and err.strerror else first_line(err)

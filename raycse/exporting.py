@@ -104,7 +104,7 @@ def card_data(facts: CardFacts, provenance: Provenance):
 
     results = []
     seeds = next((figure.get("n") for figure in facts.winner_test.values() if figure and figure.get("n")), None)
-    metric_name = f"Spearman (cosine) x100, mean over {seeds} seeds" if seeds else "Spearman (cosine) x100"
+    metric_name = f"Spearman (cosine) x100, mean over {counted(seeds, 'seed')}" if seeds else "Spearman (cosine) x100"
     for task, dataset in TEST_DATASETS.items():
         figure = facts.winner_test.get(task)
         if figure and figure.get("mean") is not None:
@@ -136,35 +136,66 @@ def _seeds(seeds: list[int]) -> str:
     return f"{seeds[0]}-{seeds[-1]}" if len(seeds) > 1 else ", ".join(map(str, seeds))
 
 
+def counted(n: Any, word: str) -> str:
+    """`1 seed`, `2 seeds`: a count that agrees in number with its noun."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
 def _method(facts: CardFacts) -> str:
     """How the answer was reached, in the card's words."""
     if not facts.judged:
-        return (f"The search stage tried {facts.searched} configurations (one seed each) and this is its best; no "
-                "confirmation stage ran, so nothing judges it (one seed moves STS figures by up to ~2 points).")
+        return (f"The search stage tried {counted(facts.searched, 'configuration')} (one seed each) and this is its "
+                "best; no confirmation stage ran, so nothing judges it (one seed moves STS figures by up to ~2 "
+                "points).")
     method, seeds = facts.method, facts.method.get("seeds") or {}
-    chosen = (f"the top {method['top_k']} were trained on {method['choose_seeds']} fresh seeds "
+    chosen = (f"the top {method['top_k']} were trained on {counted(method['choose_seeds'], 'fresh seed')} "
               f"({_seeds(seeds.get('choose') or [])}) and the best mean won"
               if method.get("top_k", 1) > 1 else "its first-ranked configuration is the winner")
-    return (f"The search stage tried {facts.searched} configurations (seed {seeds.get('search', '?')}) and ranked "
-            f"them on dev; {chosen}. The winner and the published point were then trained on "
-            f"{method.get('judge_seeds')} further fresh seeds ({_seeds(seeds.get('judge') or [])}), which alone "
-            "give the figures below: no run that chose the winner judges it.")
+    return (f"The search stage tried {counted(facts.searched, 'configuration')} (seed {seeds.get('search', '?')}) "
+            f"and ranked them on dev; {chosen}. The winner and the published point were then trained on "
+            f"{counted(method.get('judge_seeds'), 'further fresh seed')} ({_seeds(seeds.get('judge') or [])}), which "
+            "alone give the figures below: no run that chose the winner judges it.")
 
 
 def _data(settings: dict[str, str]) -> str:
     name = settings.get("sup_data") or settings.get("corpus") or "?"
-    words = DATA_WORDS.get(name, f"`{name}`")
+    shown = name if name.startswith(("http://", "https://", "hf:")) else Path(name).name  # a local file: its name
+    words = DATA_WORDS.get(name, f"`{shown}`")
     return words + (f", of which the first {settings['max_sentences']} rows" if settings.get("max_sentences") else "")
 
 
 def card_body(facts: CardFacts, provenance: Provenance, model_id: str = "PATH_OR_REPO_ID") -> str:
-    """The card's Markdown: the model, how to use it, how it was chosen, how sure that is, and where it came from."""
+    """The card's Markdown: the model, how to use it, how it was chosen, how sure that is, and where it came from.
+    No path of this machine: a card is published, and a local base model is named by its folder's name."""
     s = provenance.settings
     steps = facts.checkpoint.get("steps") or s.get("max_steps") or "?"
     corpus = _data(s)
-    return "\n".join([*_introduction(facts, model_id, steps, corpus), *_how_it_was_chosen(facts),
+    text = "\n".join([*_introduction(facts, model_id, steps, corpus), *_how_it_was_chosen(facts),
                       *_test_tasks(facts), *_training(facts, provenance, steps, corpus),
                       *_where_it_came_from(facts, provenance)])
+    local = _local_model(facts.base_model)
+    return text.replace(facts.base_model, local.name) if local else text
+
+
+def _local_model(model: str) -> Path | None:
+    """A base model named by a path of this machine (not a Hub id, not a bare name), else None."""
+    a_path = model.startswith((".", "/", "~")) or "/" in model
+    if model == "minilm" or hub_model_id(model) is not None or not a_path:
+        return None
+    return Path(model).expanduser()
+
+
+def store_words(uri: str) -> str:
+    """A store as a published card names it: a server by its address (a password masked), a local SQLite file or
+    folder by its name alone, not by where it lies on this machine."""
+    from raycse.tracking.stores import hidden, sqlite_file
+
+    path = sqlite_file(uri)
+    if path is not None:
+        return f"the SQLite file `{path.name}`"
+    if "://" not in uri or uri.startswith("file:"):
+        return f"the folder `{Path(uri.removeprefix('file://')).name}`"
+    return hidden(uri)
 
 
 def _introduction(facts: CardFacts, model_id: str, steps: Any, corpus: str) -> list[str]:
@@ -235,12 +266,13 @@ def _test_tasks(facts: CardFacts) -> list[str]:
 def _training(facts: CardFacts, provenance: Provenance, steps: Any, corpus: str) -> list[str]:
     s, trial = provenance.settings, facts.checkpoint
     return ["## Training", "", markdown_table(["setting", "value"], [
-        ["base model", f"`{facts.base_model}`"],
+        ["base model", f"`{facts.base_model}`" + (" (a local directory)" if _local_model(facts.base_model) else "")],
         ["loss", s.get("loss", facts.family) + (f" + {s['reg']}" if s.get("reg") else "")],
         *[[name, fmt(value)] for name, value in facts.params.items()],
         ["training data", corpus],
         ["steps", f"{steps}; this checkpoint is the one at step {trial.get('best_step', '?')}, the best on dev"],
-        *[[name, s[name]] for name in ("batch_size", "lr", "max_len", "epochs", "pooler") if s.get(name)],
+        *[[name, s[name]] for name in ("batch_size", "lr", "max_len", "epochs", "pooler")  # a searched one is above
+          if s.get(name) and name not in facts.params],
         ["pooling of this folder", provenance.pooler or "-"],
         ["seed of this checkpoint", str(trial.get("seed", "?"))],
     ]), "", f"This checkpoint is {facts.checkpoint_rule or 'the registered one'}; its own {facts.objective}: "
@@ -249,12 +281,12 @@ def _training(facts: CardFacts, provenance: Provenance, steps: Any, corpus: str)
 
 def _where_it_came_from(facts: CardFacts, provenance: Provenance) -> list[str]:
     return ["## Where it came from", "", markdown_table(["", ""], [
-        ["search", f"{facts.searched} configurations searched ({facts.budget} budget)"],
+        ["search", f"{counted(facts.searched, 'configuration')} searched ({facts.budget} budget)"],
         ["MLflow", f"parent run `{provenance.parent_run_id}` in experiment `{facts.experiment}` "
-                   f"({provenance.tracking_uri})"],
+                   f"({store_words(provenance.tracking_uri)})"],
         ["registered model", f"`{facts.registered_model.get('name', '-')}` version "
                              f"{facts.registered_model.get('version', '-')}"],
-        ["Optuna study", f"`{facts.study_name}` in {facts.optuna_storage}"],
+        ["Optuna study", f"`{facts.study_name}` in {store_words(facts.optuna_storage)}"],
     ]), ""]
 
 
@@ -306,7 +338,8 @@ def export_winner(tracking_uri: str, experiment: str, out_dir: Path, model_id: s
         pooler_file = folder / "raycse_pooler.json"
         pooler = json.loads(pooler_file.read_text()).get("pooler") if pooler_file.is_file() else None
         facts = card_facts(summary)
-        card = model_card(facts, Provenance(tracking_uri, parent_run_id, settings, pooler), model_id or str(out_dir))
+        # the usage example loads the folder by its name (as from beside it), never by this machine's path
+        card = model_card(facts, Provenance(tracking_uri, parent_run_id, settings, pooler), model_id or out_dir.name)
         (folder / CARD_FILE).write_text(card.content, encoding="utf-8")
         replace_directory(folder, out_dir)
     finally:

@@ -27,10 +27,15 @@ CHECKPOINT_TAG = "raycse.checkpoint"  # on a child run: its last Tune checkpoint
 ERROR_TAG = "raycse.error"  # on a failed or diverged run: the reason, one line
 OUTPUT_DIR_TAG = "raycse.output_dir"  # on a `raycse train` run: its output directory (finds it on --resume)
 LOSS_TAG = "raycse.loss"  # on a `raycse train` run: the loss
+# on a search's parent run and on each trial run of a user's own loss: the SHA-256 of the loss's file, one tag per loss
+# (raycse.loss_sha256.<loss name>), so that a run says which version of the file it trained
+LOSS_HASH_TAG_PREFIX = "raycse.loss_sha256."
 COMPARE_TAG = "raycse.compare"  # on a comparison's parent run (`raycse compare`): the comparison's name
 COMPARE_LOSS_TAG = "raycse.compare_loss"  # on a comparison's child run: the loss it stands for (its space's name)
 LOSS_SEARCH_TAG = "raycse.loss_search"  # on a comparison's child run: the experiment of that loss's search
 LOSS_PARENT_RUN_TAG = "raycse.loss_parent_run"  # on a comparison's child run: that search's parent run
+
+LOSS_ENTRY_POINTS = "raycse.losses"  # the entry-point group in which an installed distribution declares its losses
 
 TRAIN_EXPERIMENT = "raycse-train"  # the MLflow experiment of `raycse train`
 RAY_TRIAL_ID = "ray_trial_id"  # the Optuna user attribute holding a trial's Ray trial id
@@ -77,6 +82,11 @@ LOSS_STAT_PREFIX = "loss/"
 
 def loss_stat(name: str) -> str:
     return f"{LOSS_STAT_PREFIX}{name}"
+
+
+def loss_hash_tag(loss: str) -> str:
+    """The tag holding the SHA-256 of a user's loss file, by the loss's declared name."""
+    return f"{LOSS_HASH_TAG_PREFIX}{loss}"
 
 
 # ------------------------------------------------------------------------------------------- STS tasks

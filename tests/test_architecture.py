@@ -272,3 +272,28 @@ def test_every_name_imported_from_raycse_exists(path):
         if not hasattr(owner, name) and f"{module}.{name}" not in MODULES:
             missing.append(f"{module}.{name}")
     assert not missing, f"{path.name} imports names that do not exist: {missing}"
+
+
+def loss_names_in(source: str) -> set[str]:
+    """The built-in losses' (and presets') names that `source` spells as a string of its own."""
+    from raycse.losses.catalogue import MODULE_OF, PRESETS
+
+    names = set(MODULE_OF) | set(PRESETS)
+    return {node.value for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names}
+
+
+def test_a_loss_is_named_in_its_own_file_alone():
+    """A built-in loss's name is written in the file that declares it and nowhere else in the package: code that needs
+    something of a loss reads its declaration (a property: supervised, complementary, default), never its name, and
+    adding a loss is one new file. A `base+reg` combination's name is made, not written."""
+    from raycse.losses.catalogue import MODULE_OF
+
+    offenders = []
+    for module, path in MODULES.items():
+        for name in loss_names_in(path.read_text()):
+            if module != f"raycse.losses.{MODULE_OF.get(name)}":
+                offenders.append(f"{module}: {name!r}")
+    assert not offenders, f"loss names outside their own files (read the declaration instead): {offenders}"
+    assert loss_names_in('x = f(loss="focal")\n') == {"focal"}, "the check would catch a name"
+    assert loss_names_in('"""focal, as a word of a docstring"""\n') == set()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -52,6 +53,59 @@ def test_each_command_has_a_description_examples_and_every_flags_default(name, c
         main([name, "--help"])
     text = capsys.readouterr().out
     assert "examples:" in text and "(default: %(default)s)" not in text
+
+
+@pytest.mark.parametrize("name", sorted(_subcommands()))
+def test_each_commands_examples_parse_as_written(name):
+    """Every example a --help shows is a command line the parser takes (`raycse bench --shape base` was not)."""
+    import shlex
+
+    for line in _subcommands()[name].epilog.splitlines()[1:]:
+        words = shlex.split(line, comments=True)
+        assert words[0] == "raycse", line
+        build_parser().parse_args(words[1:])  # a usage error raises ConfigError here
+
+
+def test_raycse_help_describes_the_program_for_its_users(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = capsys.readouterr().out
+    assert "hyperparameters" in text and "published point" in text and "MLflow" in text
+    assert "api.py" not in text and "parse, call" not in text  # how it is built is for its developers
+
+
+# Each command line would stop at once even if its flags were taken (a dry run, a bad --max-steps, no such space):
+# a check that went missing fails here fast, without starting a search or a training.
+@pytest.mark.parametrize("argv, said", [
+    (["search", "--spce", "focal"], "--spce: no such flag of `raycse search`; did you mean --space?"),
+    (["--degub", "spaces"], "--degub: no such flag of `raycse`; did you mean --debug?"),
+    (["search", "--space", "focal", "--space", "all", "--dry-run", "--step-ms", "1", "--gpus", "0"],
+     "--space: given twice ('focal', then 'all'); `raycse search` takes one"),
+    (["search", "--space=focal", "--space=all", "--dry-run", "--step-ms", "1", "--gpus", "0"],
+     "--space: given twice"),
+    (["train", "--output-dir", "out", "--max-steps", "0", "--tau", "0.1", "--tau", "0.2"],
+     "--tau: given twice ('0.1', then '0.2')"),
+    (["compare", "--space", "no-such-a", "--space", "no-such-b", "--seed", "1", "--seed", "2"], "--seed: given twice"),
+])
+def test_a_mistyped_or_repeated_flag_is_named_in_one_line(argv, said, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("raycse: error: ") and said in err and err.count("\n") == 1, err
+    assert "the following arguments are required" not in err
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_command_that_takes_several_spaces_keeps_them_all():
+    args = build_parser().parse_args(["compare", "--space", "simcse", "--space", "focal"])
+    assert args.space == ["simcse", "focal"]
+    assert build_parser().parse_args(["search", "--spa", "focal"]).space == "focal"  # argparse's unique prefix
+
+
+def test_the_judging_seeds_help_does_not_read_as_a_default_of_2(capsys):
+    help_text = next(a.help for a in _subcommands()["search"]._actions if a.dest == "judge_seeds")
+    default = help_text[help_text.index("(default:"):]
+    assert "the file's" in default and not re.search(r"\d", default), help_text
 
 
 def test_spaces_lists_every_shipped_file_on_one_line(capsys):
@@ -137,6 +191,57 @@ def test_the_plan_scales_with_the_step_time():
     slow, fast = (api.plan(FOCAL, step_ms=ms, gpus=4) for ms in (200.0, 100.0))
     assert [s.trials for s in slow.stages] == [s.trials for s in fast.stages]
     assert slow.trial_hours == pytest.approx(2 * fast.trial_hours)
+
+
+def test_the_dry_run_runs_as_many_cpu_trials_at_once_as_the_search_will():
+    """The CPU budget's one-core trials run as many at once as the machine has cores (docs/spaces.md): the dry run
+    says the number the search's own rule gives (raycse.driver.plan.max_concurrent, which the run uses)."""
+    from raycse.bench.dry_run import format_dry_run, machine_cpus
+    from raycse.driver.plan import max_concurrent
+    from raycse.settings.space import load_space
+
+    run = api.plan(FOCAL, step_ms=100.0, gpus=0)
+    cpu_plan = load_space(FOCAL).with_cpu_budget()
+    assert run.concurrent == max_concurrent(cpu_plan, {"CPU": machine_cpus()}) == min(4, int(machine_cpus()))
+    assert f"{run.concurrent} at once (this machine's" in format_dry_run(run)
+    assert "one core a trial: 2 at once on 2 cores" in (ROOT / "docs" / "spaces.md").read_text()
+    assert api.plan(FOCAL, step_ms=100.0, gpus=1).concurrent == 4  # the full budget: a quarter of a GPU a trial
+
+
+def test_the_dry_run_states_the_disk_a_search_peaks_at_within_a_quarter_of_a_measured_run():
+    """The CPU main job's ray_results/ measured 1,549,444,799 bytes at its end (its record); the plan of the same
+    search states it within 25%, and a full budget's from the same rule."""
+    from raycse.bench.dry_run import DISK_RECORD, format_dry_run
+
+    record = (ROOT / DISK_RECORD).read_text()
+    measured = int(next(line.split()[0] for line in record.splitlines() if line.endswith("\tray_results")))
+    cpu = api.plan(FOCAL, step_ms=100.0, gpus=0)
+    assert cpu.weight_bytes == pytest.approx(90.9e6, rel=0.01)  # all-MiniLM-L6-v2's 22.7M parameters in float32
+    assert cpu.disk_bytes == pytest.approx(measured, rel=0.25)
+    full = api.plan(FOCAL, step_ms=100.0, gpus=1)
+    assert full.disk_bytes > 4 * cpu.disk_bytes and f"{full.disk_bytes / 1e9:.1f} GB" in format_dry_run(full)
+
+
+def test_the_dry_run_says_when_the_real_run_would_refuse(tmp_path, monkeypatch):
+    import optuna
+
+    from raycse.bench.dry_run import format_dry_run
+
+    monkeypatch.chdir(tmp_path)
+    assert api.plan(FOCAL, step_ms=100.0, gpus=0).refused is None  # nothing there yet
+    (tmp_path / "ray_results" / "raycse-focal").mkdir(parents=True)
+    (tmp_path / "ray_results" / "raycse-focal" / "tuner.pkl").write_bytes(b"")  # what a started search leaves
+    optuna.create_study(study_name="raycse-focal", storage=f"sqlite:///{tmp_path / 'optuna.db'}")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    run = api.plan(FOCAL, step_ms=100.0, gpus=0)
+    assert "the experiment 'raycse-focal' already exists" in run.refused and "--resume" in run.refused
+    assert "an Optuna study 'raycse-focal'" in run.refused and "ray_results/raycse-focal" in run.refused
+    assert format_dry_run(run).splitlines()[1].startswith("Refused: the experiment 'raycse-focal' already exists")
+    assert api.plan(FOCAL, step_ms=100.0, gpus=0, resume=True).refused is None  # --resume continues it
+    assert api.plan(FOCAL, step_ms=100.0, gpus=0, experiment="focal-2").refused is None
+    assert "no search 'focal-2' to resume" in api.plan(FOCAL, step_ms=100.0, gpus=0, experiment="focal-2",
+                                                        resume=True).refused
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # read, never written
 
 
 def test_without_a_step_time_the_dry_run_measures_one(tmp_path):

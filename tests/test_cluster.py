@@ -287,3 +287,138 @@ def test_fake_gpu_cluster_places_trials_on_gpu_workers(tmp_path, monkeypatch, ti
         assert set(trial_nodes) <= fake_gpu_workers, (trial_nodes, fake_gpu_workers)
         print(f"2 trials on fake GPU workers {sorted(n[-5:] for n in set(trial_nodes))} "
               f"(head {head_id[-5:]}) in {elapsed:.0f}s")
+
+
+OWN_LOSS_SPACE = """\
+experiment: fake-cluster-own-loss
+model: {model}
+loss: {loss}
+train: {{batch_size: 8, max_steps: 4, eval_steps: 2, max_sentences: 160}}
+space: {{margin: declared}}
+search: {{num_samples: 1, seed: 0, test_eval: none, scheduler: {{name: fifo}}, confirm: null}}
+resources: {{workers: 1, cpus_per_worker: 2, gpus_per_worker: 1}}
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_fake_gpu_cluster_runs_ones_own_loss_on_a_worker_that_cannot_import_it(tmp_path, monkeypatch,
+                                                                                 tiny_bert_dir):
+    """A user's loss file in a folder on no node's Python path: raycse joins the cluster (RAY_ADDRESS) shipping the
+    file with the job, and the trial trains it on a fake GPU worker, where a job that ships nothing cannot import it."""
+    from mlflow.tracking import MlflowClient
+    from test_own_loss import write_loss
+
+    from raycse.cli import main
+
+    monkeypatch.chdir(tmp_path)  # the driver's folder, which Ray puts on its workers' path: not the loss's
+    loss_file = write_loss(tmp_path / "elsewhere", "cluster_margin_loss", name="cluster-margin")
+    space = tmp_path / "own-loss.yaml"
+    space.write_text(OWN_LOSS_SPACE.format(model=tiny_bert_dir, loss=f"{loss_file}:CosineMargin"))
+    storage, uri = tmp_path / "ray_results", f"sqlite:///{tmp_path / 'mlflow.db'}"
+    with fake_gpu_cluster(_load("fake-gpu.yaml")) as cluster:
+        monkeypatch.setenv("RAY_ADDRESS", cluster.address)
+        assert main(["search", "--space", str(space), "--storage-path", str(storage), "--no-confirm",
+                     "--tracking-uri", uri]) == 0
+        head_id = ray.get_runtime_context().get_node_id()
+        tune_pids = {json.loads(line)["pid"] for path in storage.rglob("result.json")
+                     for line in path.read_text().splitlines() if line.strip()}
+        trial_nodes = {node for node, pid in trial_actors() if pid in tune_pids}
+        assert trial_nodes and head_id not in trial_nodes
+
+        ray.shutdown()  # a job of its own, which ships nothing
+        ray.init(address=cluster.address, logging_level="ERROR", log_to_driver=False)
+
+        @ray.remote(num_gpus=1)
+        def importable() -> tuple[str, bool]:
+            import importlib.util
+
+            return ray.get_runtime_context().get_node_id(), importlib.util.find_spec("cluster_margin_loss") is not None
+
+        node, found = ray.get(importable.remote(), timeout=300)
+        assert node != head_id and not found, (node, found)
+    client = MlflowClient(tracking_uri=uri)
+    runs = client.search_runs([client.get_experiment_by_name("fake-cluster-own-loss").experiment_id],
+                              "tags.`raycse.stage` = 'search'")
+    assert len(runs) == 1 and runs[0].info.status == "FINISHED", runs
+    assert runs[0].data.params["loss_family"] == "cluster-margin" and "margin" in runs[0].data.params
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_drained_node_and_a_node_lost_while_its_trial_starts_count_no_failure(tmp_path, monkeypatch,
+                                                                                 tiny_bert_dir):
+    """Preemption is not failure. On three fake GPU nodes, one trial at a time: the first trial's node is drained as a
+    cloud's preemption notice drains it (Ray's drain API, reason PREEMPTION) and then taken away; the second trial's
+    node is lost while that trial starts. Both trials go on elsewhere (the first from its last checkpoint) and
+    finish, neither failure is counted against its trial (Tune's count of its failures stays 0: each keeps its one
+    retry for failures of its own), and the answer is the uninterrupted search's (tests/test_cluster_path.py)."""
+    import optuna
+    from mlflow.tracking import MlflowClient
+    from services import stop_processes
+    from test_cluster_path import FAST_FAILURE_DETECTION, SPACE, steps_of, trial_process, uninterrupted
+    from test_search import small_dev_file
+    from test_stop_signals import Watched
+
+    config = _load("fake-gpu.yaml")
+    workers = config["available_node_types"]["ray.worker.gpu"]
+    workers["min_workers"] = workers["max_workers"] = config["max_workers"] = 3  # the fake provider replaces none
+    space = tmp_path / "preempted.yaml"
+    steps = 256  # a trial long enough to be caught in the middle
+    space.write_text(SPACE.format(experiment="preempted", model=tiny_bert_dir, objective=small_dev_file(tmp_path),
+                                  steps=steps, eval_steps=32, sentences=8 * steps, trials=2))
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.chdir(tmp_path)
+    with fake_gpu_cluster(config, FAST_FAILURE_DETECTION, tmp_path / "logs") as cluster:
+        monkeypatch.setenv("RAY_ADDRESS", cluster.address)
+        ray.init(address=cluster.address, logging_level="ERROR", log_to_driver=False)
+        driver = Watched(["search", "--space", str(space), "--storage-path", str(tmp_path / "ray"), "--no-confirm",
+                          "--tracking-uri", uri], tmp_path / "driver.log", tmp_path)
+
+        # 1. the first trial's node drained for a preemption, then taken back (the cloud's part, after the notice)
+        text = driver.wait_for(lambda t: any(step >= 64 for _, step in steps_of(t)), "the first trial's evaluations")
+        first = steps_of(text)[0][0]
+        trial, raylet = trial_process(cluster)
+        node = next(node for node, pid in trial_actors() if pid == trial.pid)
+        drained = subprocess.run(["ray", "drain-node", "--address", cluster.address, "--node-id", node, "--reason",
+                                  "DRAIN_NODE_REASON_PREEMPTION", "--reason-message", "a spot instance taken back",
+                                  "--deadline-remaining-seconds", "30"], capture_output=True, text=True, timeout=120)
+        assert drained.returncode == 0, drained.stderr[-2000:]
+        stop_processes([raylet, *raylet.children(recursive=True)], hard=True)
+
+        # 2. the second trial's node lost while the trial starts: Tune starts it as the first one ends (in the first
+        # one's worker: Tune reuses it), and it reports first at its first evaluation, 32 steps in
+        driver.wait_for(lambda t: f"trial {first}  finished" in t, "the first trial's end")
+        trial, raylet = trial_process(cluster)
+        assert trial is not None, "no process runs the second trial"
+        stop_processes([raylet, *raylet.children(recursive=True)], hard=True)
+        before_the_loss = driver.text()
+        assert driver.ended(timeout=600) == 0, driver.text()[-3000:]
+    second = next(tid for tid, _ in steps_of(driver.text()) if tid != first)
+    assert second not in {tid for tid, _ in steps_of(before_the_loss)}, "the second trial had reported before"
+
+    expected = uninterrupted(space, tmp_path / "uninterrupted")
+    client = MlflowClient(tracking_uri=uri)
+    experiment = tmp_path / "ray" / "preempted"
+    (snapshot,) = experiment.glob("experiment_state-*.json")
+    failures = {re.search(r'"trial_id": "(\w+)"', trial)[1]: json.loads(run)["num_failures"]
+                for trial, run in json.loads(snapshot.read_text())["trial_data"]}
+    assert failures == {first: 0, second: 0}, failures
+    for trial_id in (first, second):  # each did lose its process once (Tune's record of it), and was retried
+        (error,) = experiment.glob(f"run_trial_{trial_id}_*/error.txt")
+        assert error.read_text().count("Failure # ") == 1 and "The actor" in error.read_text(), error.read_text()
+    runs = client.search_runs([client.get_experiment_by_name("preempted").experiment_id],
+                              "tags.`raycse.stage` = 'search'")
+    assert sorted(r.data.tags["raycse.trial_id"] for r in runs) == sorted([first, second])
+    assert all(r.info.status == "FINISHED" and r.data.tags["raycse.status"] == "finished" for r in runs)
+    study = optuna.load_study(study_name="preempted", storage=f"sqlite:///{tmp_path / 'optuna.db'}")
+    by_number = sorted(study.trials, key=lambda t: t.number)
+    assert [t.state.name for t in by_number] == ["COMPLETE", "COMPLETE"]
+    assert [t.params for t in by_number] == [params for params, _ in expected]
+    for trial, (_, curve) in zip(by_number, expected):
+        run = next(r for r in runs if r.data.tags["raycse.trial_id"] == trial.user_attrs["ray_trial_id"])
+        logged: dict[int, set[float]] = {}
+        for metric in client.get_metric_history(run.info.run_id, "objective"):
+            logged.setdefault(metric.step, set()).add(round(metric.value, 9))
+        assert sorted(logged) == [step for step, _ in curve] and all(len(v) == 1 for v in logged.values())
+        assert [logged[step].pop() for step, _ in curve] == pytest.approx([value for _, value in curve], abs=1e-9)

@@ -190,7 +190,7 @@ def test_the_card_states_the_answer_and_where_it_came_from(store, exported):
         "trained with the **focal** loss (tau=0.055, m=0.54)",
         "the first 11,914 sentences of SimCSE's wiki1m), of which the first 1024 rows, for 16 steps",
         "chose the configuration among 5",
-        "the top 2 were trained on 1 fresh seeds (43) and the best mean won",
+        "the top 2 were trained on 1 fresh seed (43) and the best mean won",
         "trained on 2 further fresh seeds (44-45), which alone give the figures below",
         "on the seven-task test average, judging seeds; exported checkpoint: seed 44.",
         "This checkpoint is seed 44's run; the test figures are means over the judging seeds",
@@ -205,11 +205,13 @@ def test_the_card_states_the_answer_and_where_it_came_from(store, exported):
         "| seed of this checkpoint | 44 |",
         "the winner's run on its first judging seed that finished",
         f"parent run `{store['parent']}`",
-        "Optuna study | `raycse-focal` in sqlite:////somewhere/optuna.db",
+        "Optuna study | `raycse-focal` in the SQLite file `optuna.db` |",
+        "(the SQLite file `mlflow.db`) |",
         "a demonstration of the mechanism",
-        f"SentenceTransformer({str(exported)!r})",
+        f"SentenceTransformer({exported.name!r})",
     ):
         assert words in text, words
+    assert str(store["tmp"]) not in text and "/somewhere" not in text  # no path of the machine that exported it
     # the card makes only the comparisons the verdict makes: never the untouched model's one dev evaluation beside
     # the winner's best-of-curve dev mean; and it opens with the same answer block as the page and the printout
     assert "the untouched model (baseline, one evaluation)" not in text
@@ -218,6 +220,47 @@ def test_the_card_states_the_answer_and_where_it_came_from(store, exported):
     block = answer_block(_summary(0.0))  # the block reads no dev figure: the judged one and the exported seed
     assert 5 <= len(block) <= 8 and all(f"- {line}" in text for line in block)
     assert text.index("- Winner (focal)") < text.index("## How it was chosen")
+
+
+def test_the_card_names_each_parameter_once_counts_in_number_and_no_local_path():
+    """A winner that searched lr, judged with one seed on the test tasks, from a local base model and a local corpus,
+    recorded in local stores: lr once at the precision searched, "1 seed", and none of this machine's paths."""
+    from raycse.exporting import Provenance, model_card
+    from raycse.reporting.card_facts import card_facts
+
+    summary = _summary(87.2)
+    summary["winner"]["params"] = {**WINNER, "lr": 4.0064836619643966e-05}
+    summary["model"] = "/home/someone/models/tiny-bert"
+    for row in summary["test_table"]["rows"]:
+        row["model"] = summary["model"]
+        row["figures"] = {task: {**figure, "n": 1, "std": None} for task, figure in row["figures"].items()}
+    summary["trials"] = summary["trials"][:1] + summary["trials"][-1:]  # one configuration searched
+    settings = {"model": summary["model"], "loss": "focal", "corpus": "/home/someone/data/wiki.txt",
+                "lr": "4.0064836619643966e-05", "batch_size": "16", "max_steps": "16"}
+    provenance = Provenance("sqlite:////home/someone/run/mlflow.db", "abc123", settings, POOLER)
+    text = model_card(card_facts(summary), provenance, "tiny-model").content
+    assert "4.006e-05" in text and "4.0064836619643966e-05" not in text  # at the precision searched, everywhere
+    assert re.findall(r"^\| lr \|.*$", text, flags=re.MULTILINE) == ["| lr | 4.006e-05 |"]  # one row of settings
+    assert "mean over 1 seed\n" in text and "1 configuration searched" in text and "1 fresh seed (43)" in text
+    assert not re.search(r"\b1 (?:[a-z-]+ ){0,2}(?:seeds|configurations|runs|trials)\b", text)
+    assert "/home/someone" not in text and "/somewhere" not in text and "/elsewhere" not in text
+    assert "`tiny-bert` (a local directory)" in text and "`wiki.txt`" in text
+    assert "SentenceTransformer('tiny-model')" in text
+
+
+def test_reading_a_search_back_draws_no_progress_bar(store, capsys, monkeypatch):
+    """`raycse.load()` (and report, export) read the summary with MLflow, which draws a tqdm "Downloading artifacts"
+    bar for every download unless told not to; the command line tells it for its process, the Python API did not."""
+    from raycse.reporting.load import latest_summary
+    from raycse.tracking.tracker import Tracker
+
+    monkeypatch.delenv("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", raising=False)  # a Python session's own environment
+    capsys.readouterr()
+    parent, summary = latest_summary(Tracker(store["uri"], EXPERIMENT))
+    assert parent == store["parent"] and summary["experiment"] == EXPERIMENT
+    captured = capsys.readouterr()
+    assert "Downloading artifacts" not in captured.err + captured.out
+    assert "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR" not in os.environ  # the user's environment is left as it was
 
 
 def _one_error_line(capsys) -> str:

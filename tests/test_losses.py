@@ -471,14 +471,16 @@ def _embeddings(n: int = 8, h: int = 16, seed: int = 0) -> Embeddings:
 
 
 def test_names():
-    assert losses.BASE_LOSSES == ("simcse", "simcse-sup", "focal", "off-dropout", "dclr", "triplet")
-    assert losses.REGULARISERS == ("dcl", "barlow")
+    """Read from the loss files' declarations: the default loss first, then by name."""
+    assert losses.DEFAULT_LOSS == "simcse"
+    assert losses.BASE_LOSSES == ("simcse", "dclr", "focal", "off-dropout", "simcse-sup", "triplet")
+    assert losses.REGULARISERS == ("barlow", "dcl")
     assert losses.PRESETS == {
         "imsimcse": ("off-dropout", "dcl"),
-        "simcse+dcl": ("simcse", "dcl"),
         "simcse+barlow": ("simcse", "barlow"),
+        "simcse+dcl": ("simcse", "dcl"),
     }
-    assert losses.LOSS_NAMES == losses.BASE_LOSSES + ("imsimcse", "simcse+dcl", "simcse+barlow")
+    assert losses.LOSS_NAMES == losses.BASE_LOSSES + ("imsimcse", "simcse+barlow", "simcse+dcl")
 
 
 @pytest.mark.parametrize("reg", [None, "dcl", "barlow"])
@@ -614,9 +616,13 @@ def test_hyperparameters_are_coerced():
 @pytest.mark.parametrize(
     "name, reg, hparams, message",
     [
-        ("focall", None, {}, ("unknown loss 'focall' (choose from simcse, simcse-sup, focal, off-dropout, dclr, "
-         "triplet, imsimcse, simcse+dcl, simcse+barlow)")),
-        ("simcse", "dlc", {}, "unknown regulariser 'dlc' (choose from dcl, barlow)"),
+        ("focall", None, {}, ("unknown loss 'focall' (choose from simcse, dclr, focal, off-dropout, simcse-sup, "
+         "triplet, imsimcse, simcse+barlow, simcse+dcl)")),
+        ("simcse", "dlc", {}, "unknown regulariser 'dlc' (choose from barlow, dcl)"),
+        ("focal+dcl", "barlow", {}, "loss 'focal+dcl' already includes regulariser 'dcl', so reg='barlow' conflicts"),
+        ("dcl", None, {}, "'dcl' is a regulariser: add it to a loss (reg: dcl), or name the combination "
+                          "('simcse+dcl')"),
+        ("simcse", "focal", {}, "'focal' is a loss, not a regulariser (choose from barlow, dcl)"),
         ("imsimcse", "barlow", {}, "loss 'imsimcse' already includes regulariser 'dcl', so reg='barlow' conflicts"),
         ("simcse", None, {"m": 0.9}, "loss 'simcse' does not take hyperparameter 'm' (it takes: tau)"),
         ("simcse", None, {"lambda": 0.1}, "loss 'simcse' does not take hyperparameter 'lambda' (it takes: tau)"),
@@ -682,15 +688,15 @@ def test_dclr_stats_by_hand():
     z1 = t([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
     noise = t([[1.0, 0.0], [-1.0, 1.0]])
     cosines = [ref_cos(a, n) for a in z1.tolist() for n in noise.tolist()]
-    stats = losses.registry.dclr_stats(z1, noise, weights, tau=0.05)
+    stats = losses.dclr.dclr_stats(z1, noise, weights, tau=0.05)
     _assert_device_scalars(stats)
     assert stats["dclr_removed_fraction"].item() == approx(2 / 6)
     assert stats["dclr_noise_logit"].item() == approx(sum(cosines) / len(cosines) / 0.05)
     # The (unused) diagonal, 0 here, does not count as a removed negative.
-    assert losses.registry.dclr_stats(z1, noise, torch.zeros(3, 3).fill_diagonal_(1.0), 0.05)[
+    assert losses.dclr.dclr_stats(z1, noise, torch.zeros(3, 3).fill_diagonal_(1.0), 0.05)[
         "dclr_removed_fraction"].item() == approx(1.0)
-    assert losses.registry.dclr_stats(z1, noise, torch.ones(3, 3), 0.05)["dclr_removed_fraction"].item() == 0.0
-    assert set(losses.registry.dclr_stats(z1, noise[:0], weights, 0.05)) == {"dclr_removed_fraction"}
+    assert losses.dclr.dclr_stats(z1, noise, torch.ones(3, 3), 0.05)["dclr_removed_fraction"].item() == 0.0
+    assert set(losses.dclr.dclr_stats(z1, noise[:0], weights, 0.05)) == {"dclr_removed_fraction"}
 
 
 def test_dclr_module_records_its_statistics_each_forward():

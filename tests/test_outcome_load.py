@@ -79,17 +79,21 @@ def test_status_while_running_and_load_after(tmp_path, tiny_bert_dir, ray_sessio
     assert any(p["running"] or sum(p["done"].values()) for p in during), "no poll saw a trial"
     assert not any("Traceback" in json.dumps(p) for p in polls)
 
-    # afterwards: finished, every planned trial done, the best objective any trial reached
+    # afterwards: finished, every planned trial done; the search stage's leader among its finished trials, and the
+    # answer as the search recorded it (never the luckiest judging run's dev figure)
     status = raycse.status(experiment, tracking_uri=uri)
     assert status.stage == "finished" and not status.running
     assert status.planned["search"] == 2 and status.planned["judge"] == 4
     assert status.done["search"] == 2 and status.done["judge"] == 4
-    assert status.best_objective == pytest.approx(max(t.best_objective for t in outcome.trials
-                                                      if t.best_objective is not None))
+    assert status.leading == pytest.approx(max(t.best_objective for t in outcome.trials
+                                               if t.stage == "search" and t.status == "finished"))
+    versus = outcome.decision.versus_published
+    assert status.answer.get("versus_published") == (None if versus is None else pytest.approx(versus.mean))
     capsys.readouterr()
     assert main(["status", experiment, "--tracking-uri", uri]) == 0
     printed = capsys.readouterr().out
     assert "stage: finished" in printed and "search 2/2" in printed and "judge 4/4" in printed
+    assert "answer (the judging seeds)" in printed and "best objective so far" not in printed
 
     # load: the same outcome, field by field
     loaded = raycse.load(experiment, tracking_uri=uri)
@@ -101,6 +105,9 @@ def test_status_while_running_and_load_after(tmp_path, tiny_bert_dir, ray_sessio
     assert {k: loaded.configurations[k] for k in outcome.configurations} == outcome.configurations
     assert repr(loaded) == repr(outcome) and "\n" not in repr(outcome) and len(repr(outcome)) < 300
     assert repr(outcome).startswith(f"<SearchOutcome {experiment!r}")
+    assert "on the seven-task test average" in repr(outcome)
+    judged_against_published = versus is not None and outcome.winner_key != outcome.published_key
+    assert ("winner − published" in repr(outcome)) == judged_against_published
 
     table = outcome.trials_dataframe()
     assert len(table) == len(outcome.trials) == 6

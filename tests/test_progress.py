@@ -32,6 +32,7 @@ class Trial:
     trial_id: str
     status: str = "PENDING"
     last_result: dict = field(default_factory=dict)
+    config: dict = field(default_factory=dict)
 
 
 class Clock:
@@ -56,18 +57,25 @@ def test_the_figures_of_the_status_line():
     assert shown.text() == "search | 0/4 trials done, 1 running | 30s elapsed | time left: estimating"
     clock.now += 10
     shown.reported("a", step=8, total_steps=16, best=80.5)
-    # half of one trial's steps out of 4 trials, in 10 s: 1/8 done, so 70 s left
+    # a: 8 of its 16 steps in 10 s, so 10 s left; the 3 trials to come take 20 s each, one at a time so far
     assert shown.remaining() == pytest.approx(70.0)
     trials[1].status = "RUNNING"
-    shown.seen(trials, started=trials[1])
+    shown.seen(trials, started=trials[1])  # two at once: the slots the stage has
+    assert shown.remaining() == pytest.approx(10.0 + 20.0 + 10.0)  # b and the 2 to come share the 2 slots with a
+    clock.now += 10
+    shown.reported("a", step=16, total_steps=16, best=81.25)
     trials[0].status, trials[0].last_result = "TERMINATED", {"best_objective": 81.25}
     shown.seen(trials, ended=trials[0])
-    assert shown.text() == ("search | 1/4 trials done, 1 running | best 81.25 | 40s elapsed | "
-                            "about 30s left in this stage")
+    assert shown.text() == ("search | 1/4 trials done, 1 running | best 81.25 | 50s elapsed | "
+                            "about 30s left in this stage")  # b has 10 s of its 20 s left, then one more
     shown.reported("b", step=4, total_steps=16, best=float("nan"))  # a diverged evaluation is no best
     assert shown.best == 81.25
+    shown.stage("judge")  # one run's dev figure decides nothing here: no best
+    shown.plan(2)
+    shown.reported("c", step=8, total_steps=16, best=90.0)
+    assert "best" not in shown.text()
     shown.stage("test")  # a stage without trials: its name and the clock only
-    assert shown.text() == "test | 40s elapsed"
+    assert shown.text() == "test | 50s elapsed"
 
 
 def test_plain_lines_in_a_pipe():
@@ -79,10 +87,69 @@ def test_plain_lines_in_a_pipe():
     trials = [Trial("a", "RUNNING"), Trial("b", "RUNNING")]
     shown.seen(trials)
     clock.now += 20
+    shown.reported("a", step=16, total_steps=16, best=81.0)
+    shown.reported("b", step=8, total_steps=16, best=80.0)
     trials[0].status = "TERMINATED"
     shown.seen(trials, ended=trials[0])
     assert out.getvalue() == "confirm | 1/2 trials done, 1 running | 20s elapsed | about 20s left in this stage\n"
     assert "\x1b" not in out.getvalue()
+
+
+# ----------------------------------------------------------------------------- the estimate, on recorded timings
+RECORDED = Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "cpu-mainjob-2026-11-26" / "trials.json"
+
+
+def replayed_estimates(stage: str):
+    """The stage's recorded trials (their starts, evaluations with their timings, and ends) fed to the status line
+    in the order they happened: (event, the time truly left, the estimate) after each."""
+    trials = json.loads(RECORDED.read_text())["stages"][stage]
+    events = [(t["started_at"], 0, "start", t, None) for t in trials]
+    events += [(r["at"], 1, "report", t, r) for t in trials for r in t["reports"]]
+    events += [(t["ended_at"], 2, "end", t, None) for t in trials]
+    events.sort(key=lambda e: (e[0], e[1]))
+    end, clock = max(t["ended_at"] for t in trials), Clock()
+    clock.now = events[0][0]
+    shown = SearchProgress(io.StringIO(), live=False, started_at=clock.now, clock=clock)
+    shown.stage(stage)
+    shown.plan(len(trials), tests=sum(t["scores_test"] for t in trials))
+    tune = {t["trial_id"]: Trial(t["trial_id"], config={"raycse_trial": {"sampled": {}, "seed": 43, "stage": stage,
+                                                                         "test": t["scores_test"]}})
+            for t in trials}
+    seen = []
+    for at, _, event, trial, report in events:
+        clock.now, tune_trial = at, tune[trial["trial_id"]]
+        if event == "start":
+            tune_trial.status = "RUNNING"
+            seen.append(tune_trial)
+            shown.seen(seen, started=tune_trial)
+        elif event == "report":
+            shown.reported(trial["trial_id"], report["step"], report["total_steps"], None)
+            tune_trial.last_result = {"step": report["step"], "trial_eval_s": report["eval_s"]}
+        else:
+            tune_trial.status = "TERMINATED"
+            shown.seen(seen, ended=tune_trial)
+        yield f"{event} {trial['trial_id']}", end - at, shown.remaining()
+
+
+def test_the_judging_stages_time_left_counts_its_test_scoring():
+    """The CPU main job's judging stage (two runs at once, two of the four scoring the seven test tasks, about 92 s
+    each): from the first evaluation on, the estimate is within a fifth of the time truly left, plus 10 s. The
+    estimate that counted trials by their steps alone said "about 44s left" with 130 s to go."""
+    replay = list(replayed_estimates("judge"))
+    first = next(i for i, (event, _, _) in enumerate(replay) if event.startswith("report"))
+    for event, truth, estimate in replay[first:]:
+        assert estimate is not None and abs(estimate - truth) <= 0.2 * truth + 10, (event, truth, estimate)
+    ended_first = next((truth, estimate) for event, truth, estimate in replay if event.startswith("end"))
+    assert ended_first[0] > 120 and ended_first[1] > 120  # 1/4 done, 130 s to go
+
+
+def test_the_search_stages_time_left_is_never_short():
+    """The same search's search stage (ASHA stops nothing early there: every trial runs its 16 steps): from the first
+    evaluation on, the estimate never falls short of the time left by more than a fifth, plus 10 s."""
+    replay = list(replayed_estimates("search"))
+    first = next(i for i, (event, _, _) in enumerate(replay) if event.startswith("report"))
+    for event, truth, estimate in replay[first:]:
+        assert estimate is not None and estimate >= 0.8 * truth - 10, (event, truth, estimate)
 
 
 def test_lines_printed_while_shown_go_above_the_status_line(monkeypatch):

@@ -19,6 +19,17 @@ TRAIN = ["train", "--loss", "simcse", "--batch-size", "8", "--max-steps", "12", 
          "--max-sentences", "160", "--lr", "1e-3", "--no-test-eval", "--no-mlflow"]
 
 
+def with_values(args: list[str], values: dict[str, str]) -> list[str]:
+    """`args` with some flags' values replaced, or the flags added: `raycse train` takes each flag once."""
+    args = list(args)
+    for flag, value in values.items():
+        if flag in args:
+            args[args.index(flag) + 1] = value
+        else:
+            args += [flag, value]
+    return args
+
+
 def run_cli(args: list[str], **kwargs) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "raycse", *args], capture_output=True, text=True, timeout=600,
                           env={**os.environ, "PYTHONUNBUFFERED": "1"}, **kwargs)
@@ -70,7 +81,7 @@ def test_ctrl_c_stops_a_training_with_exit_130_and_one_line(tmp_path, tiny_bert_
     """Ctrl-C (SIGINT to the command, as a terminal sends it) mid-training: exit status 130, the shell's for an
     interrupt, one line saying so and no traceback; the checkpoint of the last evaluation stays loadable."""
     out = tmp_path / "interrupted"
-    args = [*TRAIN, "--max-steps", "400", "--model", str(tiny_bert_dir), "--output-dir", str(out)]
+    args = [*with_values(TRAIN, {"--max-steps": "400"}), "--model", str(tiny_bert_dir), "--output-dir", str(out)]
     proc = subprocess.Popen([sys.executable, "-m", "raycse", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     for line in proc.stdout:
@@ -134,7 +145,8 @@ def test_the_command_line_says_a_full_disk_in_one_line(tmp_path, tiny_bert_dir, 
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(raycse.encoder.model, "replace_directory", no_space)
-    code = main([*TRAIN, "--model", str(tiny_bert_dir), "--max-steps", "2", "--output-dir", str(tmp_path / "run")])
+    code = main([*with_values(TRAIN, {"--max-steps": "2"}), "--model", str(tiny_bert_dir),
+                 "--output-dir", str(tmp_path / "run")])
     err = capsys.readouterr().err.strip()
     assert code == 1 and len(err.splitlines()) == 1, err
     assert "No space left on device" in err and "checkpoint" in err and str(tmp_path / "run") in err
@@ -212,7 +224,7 @@ def test_more_bad_train_input_is_one_clean_line(tmp_path, tiny_bert_dir, capsys,
     if "--output-dir" not in args:
         base += ["--output-dir", str(tmp_path / "out")]
     before = sorted(p.name for p in tmp_path.iterdir())
-    assert main(base + args) == 2
+    assert main(with_values(base, dict(zip(args[::2], args[1::2])))) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("raycse: error:") and len(err.splitlines()) == 1 and culprit in err, err
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing written: no output dir, no mlflow.db

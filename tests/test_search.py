@@ -515,7 +515,8 @@ def test_two_searches_at_once_share_one_mlflow_store(tmp_path, tiny_bert_dir):
     for name in ("first", "second"):
         space = write_space(tmp_path, tiny_bert_dir, name, num_samples=2, test_eval="none",
                             objective=small_dev_file(tmp_path))
-        args = search_args(tmp_path, space, "--no-confirm", "--storage-path", str(tmp_path / f"ray-{name}"))
+        args = search_args(tmp_path, space, "--no-confirm")
+        args[args.index("--storage-path") + 1] = str(tmp_path / f"ray-{name}")  # each flag once
         drivers.append((start_cli(args, tmp_path / f"{name}.log", tmp_path), tmp_path / f"{name}.log"))
     for driver, log in drivers:
         assert driver.wait(timeout=900) == 0, log.read_text()[-3000:]

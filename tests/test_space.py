@@ -241,3 +241,11 @@ def test_a_batch_the_corpus_cannot_hold_is_found_before_the_search_starts(tmp_pa
     space = load_space(path)  # valid as written: only the data tells
     with pytest.raises(ConfigError, match=r"batch_size=64: corpus: .* 40 examples .* fewer than one batch"):
         open_space_inputs(space)
+
+
+def test_a_top_level_key_is_named_as_the_file_has_it(tmp_path):
+    (tmp_path / "s.yaml").write_text(
+        "experiment: x\ncorpus: /no/such.txt\nloss: focal\nspace:\n  tau: {type: loguniform, low: 0.02, high: 0.2}\n")
+    with pytest.raises(ConfigError) as err:
+        load_space(tmp_path / "s.yaml")
+    assert "s.yaml: corpus: " in str(err.value) and "train: corpus" not in str(err.value)

@@ -1,5 +1,6 @@
-"""The shipped space files: one copy in the package (what a wheel carries), the same bytes in search_spaces/ for a
-clone; `--space focal` names the packaged file from any directory, and a path still works."""
+"""The shipped space files: one copy in git, in the package (what a wheel and an editable install carry), which a
+clone also shows as search_spaces/ (a symbolic link); `--space focal` names the packaged file from any directory, and a
+path still works."""
 from __future__ import annotations
 
 import os
@@ -20,14 +21,17 @@ ROOT = Path(__file__).resolve().parent.parent
 CLONE_DIR = ROOT / "search_spaces"
 
 
-def test_the_packaged_space_files_and_the_clones_are_the_same_files():
-    packaged = {path.name: path.read_bytes() for path in PACKAGED_DIR.glob("*.yaml")}
-    clone = {path.name: path.read_bytes() for path in CLONE_DIR.glob("*.yaml")}
-    assert packaged, "no packaged space file"
-    assert sorted(packaged) == sorted(clone), "search_spaces/ and raycse/settings/spaces/ hold different files"
-    differing = [name for name in packaged if packaged[name] != clone[name]]
-    assert not differing, (f"{differing} differ: raycse/settings/spaces/ is the source, copy it over "
-                           "(cp raycse/settings/spaces/*.yaml search_spaces/)")
+def test_git_holds_one_copy_of_each_space_file_and_search_spaces_shows_it():
+    tracked = subprocess.run(["git", "ls-files", "-s"], cwd=ROOT, capture_output=True, text=True, check=True,
+                             timeout=60).stdout.splitlines()
+    paths = [line.split("\t")[1] for line in tracked]
+    yaml_names = [Path(path).name for path in paths
+                  if path.endswith(".yaml") and (path.startswith("search_spaces/") or "/spaces/" in path)]
+    assert sorted(yaml_names) == sorted(path.name for path in PACKAGED_DIR.glob("*.yaml")), "a space file twice"
+    (link,) = [line for line in tracked if line.split("\t")[1] == "search_spaces"]
+    assert link.startswith("120000 "), "search_spaces is a symbolic link in git"
+    assert os.readlink(CLONE_DIR) == "raycse/settings/spaces"
+    assert (CLONE_DIR / "focal.yaml").samefile(PACKAGED_DIR / "focal.yaml")
 
 
 def test_a_packaged_name_resolves_from_any_directory(tmp_path, monkeypatch):
@@ -105,6 +109,40 @@ def test_the_wheel_ships_the_space_files(tmp_path):
         assert done.returncode == 0, done.stdout + done.stderr
         assert "focal" in done.stdout
         assert sorted(path.name for path in empty.iterdir()) == [], "a dry run created something"
+
+
+@pytest.mark.slow
+def test_an_editable_install_finds_the_space_files(tmp_path):
+    """`pip install -e` of a clone (search_spaces/ a link, as git checks it out) into a fresh venv: from an empty
+    directory `focal` is the clone's packaged file, which search_spaces/focal.yaml shows too."""
+    source = tmp_path / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(ROOT / name, source / name)
+    shutil.copytree(ROOT / "raycse", source / "raycse", ignore=shutil.ignore_patterns("__pycache__"))
+    os.symlink(os.readlink(CLONE_DIR), source / "search_spaces")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=300)
+    python = venv / "bin" / "python"
+    see_this_interpreters_packages(python)  # setuptools too, which the build below runs in this venv
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps",
+                    "--no-build-isolation", "-e", str(source)], check=True, timeout=600, cwd=tmp_path)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    check = textwrap.dedent(f"""
+        import raycse
+        from pathlib import Path
+        from raycse.settings.space import load_space
+        space = load_space("focal")
+        assert Path(raycse.__file__).resolve().is_relative_to({str(source.resolve())!r}), raycse.__file__
+        assert Path(space.path).samefile({str(source / "search_spaces" / "focal.yaml")!r}), space.path
+        print(space.experiment)
+    """)
+    done = subprocess.run([str(python), "-c", check], cwd=empty, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[-1] == "raycse-focal"
+    assert sorted(empty.iterdir()) == []
 
 
 def see_this_interpreters_packages(python: Path) -> None:

@@ -67,3 +67,33 @@ def test_a_training_on_shared_ids_is_the_same_training(tiny_bert_dir, tokenizer,
     other = share_tokens(tokenizer, load_examples(config), 16, data_fingerprint(shorter))
     again = train(dataclasses.replace(config, output_dir=str(tmp_path / "other")), shared_tokens=other)
     assert again["dev_curve"] == plain["dev_curve"]
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_the_ids_made_in_chunks_are_the_tokenizers_own(tiny_bert_dir, sentences, monkeypatch, fast):
+    """Through the fast tokenizer's backend (or the slow tokenizer's own call), a chunk at a time: the same ids as
+    one call of the tokenizer, truncation, special tokens and odd text included."""
+    from transformers import AutoTokenizer
+
+    from raycse.data import tokens
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_bert_dir, use_fast=fast)
+    texts = [*sentences, "Café naïve — ünïcode", "日本語の文", " ".join(sentences), "a"]
+    monkeypatch.setattr(tokens, "TOKENIZE_CHUNK", 3)  # chunk boundaries inside the list
+    made = tokens.tokenize_texts(tokenizer, texts, 16)
+    expected = tokenizer(texts, truncation=True, max_length=16, padding=False)
+    assert [made.ids(i).tolist() for i in range(len(texts))] == expected["input_ids"]
+    assert made.keys == tuple(expected.keys()) and made.flat.dtype == "int32"
+
+
+def test_the_synthetic_wiki1m_stand_in_is_the_same_everywhere():
+    from raycse.data.corpus import read_corpus
+    from raycse.data.synthetic_corpus import WIKI1M_SENTENCES, synthetic_sentences
+
+    sample = read_corpus("wiki-sample")
+    first = synthetic_sentences(sample, count=2000, seed=0)
+    assert first == synthetic_sentences(sample, count=2000, seed=0) != synthetic_sentences(sample, count=2000, seed=1)
+    assert len(set(first)) > 1990 and all(first)
+    words = {word for sentence in sample for word in sentence.split()}
+    assert all(set(sentence.split()) <= words for sentence in first)  # made of the sample's words, nothing else
+    assert WIKI1M_SENTENCES == 1_000_000

@@ -11,6 +11,6 @@
     trial_workers.py    Tune's worker counts of the scale benchmark
     dry_run.py          `raycse search --dry-run`: a search's plan and its cost
 
-May import: driver, judging, sampling, training, settings, evaluation, encoder, data, losses and the leaves; never
-the commands.
+May import: driver, judging, sampling, training, tracking (the dry run reads, never writes, the stores), settings,
+evaluation, encoder, data, losses and the leaves; never the commands.
 """

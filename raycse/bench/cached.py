@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass
 
 from raycse.bench.options import StepOptions, check_loss
 from raycse.errors import ConfigError
+from raycse.losses import DEFAULT_LOSS
 from raycse.settings.checks import INT_LIMIT, check_int
 
 TIME_TARGET = 1.4  # cached L / uncached L
@@ -38,7 +39,7 @@ CONFIGURATIONS = ("uncached_small", "uncached_large", "cached", "keyed_large")
 
 @dataclass
 class CachedBenchOptions(StepOptions):
-    losses: tuple[str, ...] = ("simcse",)
+    losses: tuple[str, ...] = (DEFAULT_LOSS,)
     cached_batch_size: int = 512  # the large batch; batch_size is the small one, and the cached step's chunk
     steps: int = 3
     warmup: int = 1

@@ -53,6 +53,7 @@ from dataclasses import dataclass
 from raycse.bench.options import StepOptions, check_loss
 from raycse.bench.synthetic import SHAPES, load_tokenizer, make_encoder, synthetic_data
 from raycse.bench.timing import device_name, free_device_memory, host_tokenize_ms, profile_steps, timed_steps
+from raycse.losses import DEFAULT_LOSS
 
 # Dense (no sparsity) bf16 tensor-core peaks, TFLOP/s; first match of the CUDA device name wins.
 PEAK_BF16_TFLOPS = (("H100 PCIe", 756.0), ("H100 NVL", 835.0), ("H200 NVL", 835.0), ("H100", 989.0),
@@ -64,7 +65,7 @@ BATCH_POOL = 8  # synthetic batches' worth of rows, reshuffled every epoch (the 
 
 @dataclass
 class BenchOptions(StepOptions):
-    loss: str = "simcse"
+    loss: str = DEFAULT_LOSS
     eval: bool = True  # time one STS-B dev evaluation too
     baseline: bool = True  # time the naive fp32 step too
     profile: str | None = None  # write a torch.profiler summary of PROFILE_STEPS more raycse steps here

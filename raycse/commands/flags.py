@@ -6,16 +6,54 @@ with examples, the parser whose usage error is one line, and the flag named back
 from __future__ import annotations
 
 import argparse
+import difflib
+import sys
 
 from raycse import api
 from raycse.errors import ConfigError
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line on stderr (exit 2) rather than the usage block."""
+    """argparse, but a usage error is one line on stderr (exit 2) rather than the usage block; a flag this command
+    does not have is named first, with the flag it most resembles ("did you mean --space?"), rather than reported
+    as a missing required one; and a flag that takes one value, given twice, is refused instead of the last one
+    silently winning (`action="append"` flags, such as compare's --space, take several)."""
 
     def error(self, message: str) -> None:
         raise ConfigError(message)
+
+    def parse_known_args(self, args=None, namespace=None):
+        self._check_flags(list(sys.argv[1:] if args is None else args))
+        return super().parse_known_args(args, namespace)
+
+    def _check_flags(self, args: list[str]) -> None:
+        """The words up to the subcommand (or all of them, in a subcommand's parser): unknown flags and repeats."""
+        by_flag = {option: action for action in self._actions for option in action.option_strings}
+        commands = {name for action in self._actions if isinstance(action, argparse._SubParsersAction)
+                    for name in action.choices}
+        given: dict[argparse.Action, str] = {}
+        words = iter(args)
+        for word in words:
+            if word == "--" or word in commands:
+                return
+            if not word.startswith("--"):
+                continue
+            name, has_value = word.split("=", 1)[0], "=" in word
+            prefixed = {action for option, action in by_flag.items() if self.allow_abbrev and option.startswith(name)}
+            if name not in by_flag and len(prefixed) > 1:
+                return  # an ambiguous abbreviation: argparse names the flags it could be
+            action = by_flag.get(name) or next(iter(prefixed), None)
+            if action is None:
+                close = difflib.get_close_matches(name, list(by_flag), n=1, cutoff=0.6)
+                raise ConfigError(f"{name}: no such flag of `{self.prog}`"
+                                  + (f"; did you mean {close[0]}?" if close else f" (see {self.prog} --help)"))
+            takes_value = action.nargs is None and not isinstance(action, argparse._StoreConstAction)
+            value = word.split("=", 1)[1] if has_value else (next(words, "") if takes_value else "")
+            if takes_value and isinstance(action, argparse._StoreAction):
+                if action in given:
+                    raise ConfigError(f"{name}: given twice ({given[action]!r}, then {value!r}); `{self.prog}` "
+                                      "takes one")
+                given[action] = value
 
 
 def flag(name: str) -> str:

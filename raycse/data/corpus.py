@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
-from raycse.data import BUNDLED_CORPUS, BUNDLED_DIR, BUNDLED_NLI
+from raycse.data import BUNDLED_CORPUS, BUNDLED_DIR, BUNDLED_NLI, SYNTHETIC_WIKI1M
 from raycse.errors import ConfigError, first_line
 from raycse.seeds import derived_seed
 
@@ -41,7 +41,11 @@ def read_corpus(source: str, max_sentences: int | None = None, replace_bad_bytes
     """The sentences of a corpus, blank lines skipped, in file order."""
     if source == BUNDLED_CORPUS:
         source = str(BUNDLED_CORPUS_PATH)
-    if source.startswith("hf:"):
+    if source == SYNTHETIC_WIKI1M:
+        from raycse.data.synthetic_corpus import synthetic_sentences
+
+        sentences = synthetic_sentences(read_corpus(BUNDLED_CORPUS))
+    elif source.startswith("hf:"):
         sentences = _read_hf_dataset(source)
     else:
         raw, name = _read_bytes(source)

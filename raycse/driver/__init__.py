@@ -7,10 +7,12 @@
     plan.py          budget, resources, concurrency, the scheduler and the Optuna study's storage
     preflight.py     what a search checks before it starts anything (the last of the validation)
     confirmation.py  which configurations the choosing and judging stages retrain, and their figures over seeds
-    outcome.py       the typed records a search produces (trials, confirmed configurations, the outcome)
+    outcome.py       the typed records a search produces (trials, confirmed configurations, the outcome) and
+                     how a trial ended (finished once it reached its last step)
     loaded.py        a finished search's outcome read back from its records (`raycse.load`)
     summary.py       search_summary.json, the file every view of a search reads
     progress.py      how far along a search is, as a person watching it reads it
+    time_left.py     how long a stage has left: each trial's own pace, its planned test scoring, the slots
     tune/            the Ray and Tune glue: the stage's experiment, the trial, the callback to MLflow, recovery
 
 The statistics of the answer live in raycse/judging/ and the samplers in raycse/sampling/, below the driver;

@@ -6,7 +6,26 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from raycse.judging.decision import Decision
+from raycse.judging.judgment import JUDGED_WORDS, TEST
 from raycse.judging.ranking import Ranked
+from raycse.records import DIVERGED, DIVERGED_KEY, FINAL, FINISHED, STEP, STOPPED, TOTAL_STEPS
+
+
+def reached_last_step(last: dict) -> bool:
+    """Whether a trial's last result is its final report or an evaluation at its last step.
+
+    ASHA decides at every rung, and a rung can fall on a trial's last step (the CPU budget's 16 steps: rungs at 8
+    and 16): a trial it stops there has run every step it was to run, so it finished, whatever ASHA thought of it."""
+    total = last.get(TOTAL_STEPS)
+    return bool(last.get(FINAL)) or (bool(total) and int(last.get(STEP) or 0) >= int(total))
+
+
+def ended_status(last: dict) -> str:
+    """How a trial that ended without an error ended, from its last result: diverged, finished (it reached its last
+    step) or stopped early by ASHA. The one rule behind the MLflow tag, the answer's table and the Optuna state."""
+    if last.get(DIVERGED_KEY):
+        return DIVERGED
+    return FINISHED if reached_last_step(last) else STOPPED
 
 
 @dataclass
@@ -88,16 +107,41 @@ class SearchOutcome:
         return self.registered_run.checkpoint if self.registered_run else None
 
     def __repr__(self) -> str:
+        """One line headlined by the answer's own figures: the winner on the judged figure (the seven-task test
+        average over its judging seeds) and winner − published with its judgment, the untouched model on the same
+        figure. The dev objective chose and is not shown; without judging, the one search trial it comes from."""
         winner = self.winner
         said = "no winner" if winner is None else f"winner {winner['family']} " + " ".join(
             f"{name}={value:.4g}" if isinstance(value, float) else f"{name}={value}"
             for name, value in winner["params"].items())
-        judged = self.decision.config(self.winner_key).judge if self.decision and self.winner_key else None
-        if judged is not None and judged.dev is not None:
-            std = "" if judged.dev.std is None else f" ± {judged.dev.std:.2f}"
-            said += f": {self.objective} {judged.dev.mean:.2f}{std} (n={judged.n})"
+        untouched = f"untouched model {self.objective} {self.baseline.objective:.2f}"
+        if self.decision is not None and self.winner_key is not None:
+            said += self._judged()
+            if self.decision.judged_on == TEST and self.baseline.test.get("avg") is not None:
+                untouched = f"untouched model {self.baseline.test['avg']:.2f}"
+        elif winner is not None:
+            run = next((t for t in self.trials if t.config_key == self.winner_key and t.best_objective is not None),
+                       None)
+            if run is not None:
+                said += f": {self.objective} {run.best_objective:.2f} (its one search trial, not judged)"
         return (f"<SearchOutcome {self.experiment!r} ({self.budget} budget, {len(self.trials)} trials): {said}; "
-                f"untouched model {self.baseline.objective:.2f}>")
+                f"{untouched}>")
+
+    def _judged(self) -> str:
+        """`: 79.56 (n=1) on the seven-task test average; winner − published +0.17 (n=1, unjudged)`."""
+        decision = self.decision
+        figure, versus = decision.winner_test, decision.versus_published
+        text = ""
+        if figure is not None:
+            std = "" if figure.std is None else f" ± {figure.std:.2f}"
+            on = JUDGED_WORDS.get(decision.judged_on, "the judged figure")
+            text += f": {figure.mean:.2f}{std} (n={figure.n}) on {on}"
+        if versus is not None and self.winner_key != self.published_key:
+            word = ("unjudged" if versus.low is None else "beats" if decision.beats_published
+                    else "below" if decision.below_published else "level")
+            interval = "" if versus.low is None else f" [{versus.low:+.2f}, {versus.high:+.2f}]"
+            text += f"; winner − published {versus.mean:+.2f}{interval} (n={versus.n}, {word})"
+        return text
 
     def trials_dataframe(self):
         """One row per trial of every stage: trial_id, stage, family, seed, status, objective (its best development

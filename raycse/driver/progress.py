@@ -15,9 +15,11 @@ scroll region, and terminals keep no scrollback of a region that does not start 
 Elsewhere - a pipe, a log file, a notebook, TERM=dumb - nothing is redrawn and no escape code is written: each
 trial that ends adds one plain line with the same figures.
 
-The remaining time is the stage's: elapsed x (1 - f) / f, where f is the fraction of the stage's planned work
-done - finished trials count whole, running ones by the steps they reached out of the steps they will take. It
-overestimates when ASHA stops trials early, and knows nothing of the stages still to come.
+The remaining time is the stage's (raycse/driver/time_left.py): each running trial at the pace of its own steps,
+the trials still to start at the pace of those seen, each followed by the test scoring planned at its end (a
+judging run on a test seed), all in the slots the stage runs. It overestimates when ASHA stops trials early, and
+knows nothing of the stages still to come. The best objective is shown in the search stage only, where it ranks
+configurations: elsewhere one run's dev figure decides nothing (the judging seeds' luckiest says nothing).
 
 Who feeds it: the conductor (a stage begins: `shown`, `SearchProgress.stage`), the stages that run trials (how
 many they plan: `plan_trials`) and the driver-side Tune callback (a trial reported or ended: `trial_reported`,
@@ -37,7 +39,8 @@ import time
 from collections.abc import Iterator
 from typing import TextIO
 
-from raycse.records import BEST_OBJECTIVE
+from raycse.driver.time_left import StageClock
+from raycse.records import BEST_OBJECTIVE, FINAL, SEARCH, STEP, TRIAL_EVAL
 
 CLEAR_LINE = "\r\x1b[2K"  # carriage return, then erase the whole line
 REDRAW_S = 1.0
@@ -58,41 +61,47 @@ class SearchProgress:
     """The figures of the status line, and the line itself; `live` draws it in place (a terminal)."""
 
     def __init__(self, stream: TextIO, live: bool, started_at: float | None = None, clock=time.perf_counter):
-        self.stream, self.live, self.clock = stream, live, clock
+        self.stream, self.live, self.clock_fn = stream, live, clock
         self.started_at = clock() if started_at is None else started_at
         self.lock = threading.RLock()
         self.stage_name = ""
-        self.stage_started_at = self.started_at
+        self.learned_test: list[float] = []  # the test scorings measured, kept from stage to stage
         self._reset_trials()
 
     def _reset_trials(self) -> None:
         self.planned: int | None = None
-        self.fraction: dict[str, float] = {}  # trial id -> the share of its steps done at its last report
         self.done: set[str] = set()
         self.running: set[str] = set()
         self.best: float | None = None
         self.mode = "max"
         self._read_all = False  # whether this stage's trials have been read once (seen)
+        self.stage_clock = StageClock(learned_test=self.learned_test)
+        self.tune_trials: dict = {}  # trial id -> Tune's trial (its latest result's timings)
 
     # ------------------------------------------------------------------------------------------ feeding
     def stage(self, name: str) -> None:
         with self.lock:
-            self.stage_name, self.stage_started_at = name, self.clock()
+            self.stage_name = name
             self._reset_trials()
             self.draw()
 
-    def plan(self, trials: int, mode: str = "max") -> None:
+    def plan(self, trials: int, mode: str = "max", tests: int | None = None) -> None:
+        """The stage's trials, whether its objective is better high or low, and how many of its trials score the
+        test tasks at their end (None: not said)."""
         with self.lock:
             self.planned, self.mode = trials, mode
+            self.stage_clock.planned, self.stage_clock.planned_tests = trials, tests
             self.draw()
 
     def reported(self, trial_id: str, step: int | None, total_steps: int | None, best: float | None) -> None:
         with self.lock:
             self.running.add(trial_id)
-            if step and total_steps:
-                self.fraction[trial_id] = min(1.0, step / total_steps)
+            self.stage_clock.reported(trial_id, self.clock_now(), step, total_steps)
             self._better(best)
             self.draw()
+
+    def clock_now(self) -> float:
+        return self.clock_fn()
 
     def seen(self, trials, started=None, ended=None) -> None:
         """Tune's trials at a trial's start or end (`started` / `ended`: that Tune trial). The stage's first call
@@ -113,11 +122,16 @@ class SearchProgress:
             self.draw()
 
     def _note(self, trial, started: bool, ended: bool) -> None:
+        now = self.clock_now()
         if trial.status in DONE_STATUSES or ended:
+            if trial.trial_id not in self.done:  # one that ended before this process saw it run is not timed
+                self.stage_clock.ended(trial.trial_id, now, measured=trial.trial_id in self.stage_clock.trials)
             self.done.add(trial.trial_id)
             self.running.discard(trial.trial_id)
         elif trial.status == "RUNNING" or started:
             self.running.add(trial.trial_id)
+            self.tune_trials[trial.trial_id] = trial
+            self.stage_clock.started(trial.trial_id, now, scores_test(trial))
         self._better((trial.last_result or {}).get(BEST_OBJECTIVE))
 
     def _better(self, value) -> None:
@@ -128,23 +142,23 @@ class SearchProgress:
 
     # ------------------------------------------------------------------------------------------ the line
     def remaining(self) -> float | None:
-        """Seconds left in this stage, from the fraction of its planned work done (None: not known yet)."""
+        """Seconds left in this stage (raycse/driver/time_left.py; None: not known yet)."""
         if not self.planned:
             return None
-        partial = sum(self.fraction.get(trial_id, 0.0) for trial_id in self.running - self.done)
-        done = (min(len(self.done), self.planned) + partial) / self.planned
-        if done <= 0:
-            return None
-        return max(0.0, (self.clock() - self.stage_started_at) * (1 - done) / done)
+        for trial_id, trial in self.tune_trials.items():  # the running trials' latest timings, as Tune holds them
+            result = trial.last_result or {}
+            if not result.get(FINAL):  # a final result's evaluation seconds include its test scoring
+                self.stage_clock.timed(trial_id, result.get(STEP), result.get(TRIAL_EVAL))
+        return self.stage_clock.remaining(self.clock_now())
 
     def text(self) -> str:
         parts = [self.stage_name or "starting"]
         if self.planned:
             running = len(self.running - self.done)
             parts.append(f"{len(self.done)}/{self.planned} trials done" + (f", {running} running" if running else ""))
-        if self.best is not None:
+        if self.best is not None and self.stage_name == SEARCH:  # where one trial's best ranks something
             parts.append(f"best {self.best:.2f}")
-        parts.append(f"{duration(self.clock() - self.started_at)} elapsed")
+        parts.append(f"{duration(self.clock_now() - self.started_at)} elapsed")
         if self.planned:
             left = self.remaining()
             parts.append("time left: estimating" if left is None else f"about {duration(left)} left in this stage")
@@ -253,11 +267,19 @@ def _logging_handlers(streams: dict) -> list[tuple[logging.StreamHandler, TextIO
     return swapped
 
 
+def scores_test(trial) -> bool:
+    """Whether a Tune trial is marked to score the test tasks at its end (a judging run on a test seed)."""
+    from raycse.settings.space import TrialSpec
+
+    return TrialSpec.of(getattr(trial, "config", None) or {}, 0).test
+
+
 # ---------------------------------------------------------------- what the stages and the Tune callback call
-def plan_trials(trials: int, mode: str = "max") -> None:
-    """A stage says how many trials it runs (`mode`: whether its objective is better high or low)."""
+def plan_trials(trials: int, mode: str = "max", tests: int | None = None) -> None:
+    """A stage says how many trials it runs (`mode`: whether its objective is better high or low) and how many of
+    them score the test tasks at their end (None: not said)."""
     if _shown is not None:
-        _shown.plan(trials, mode)
+        _shown.plan(trials, mode, tests)
 
 
 def trial_reported(trial_id: str, step: int | None, total_steps: int | None, best: float | None) -> None:

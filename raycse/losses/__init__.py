@@ -1,13 +1,29 @@
-"""Contrastive losses for sentence embeddings: SimCSE and the variants whose hyperparameters raycse searches.
+"""Contrastive losses for sentence embeddings: SimCSE and the variants whose hyperparameters raycse searches, and the
+form in which a user writes a loss of their own.
 
-Each loss is a pure function of (unnormalised) embeddings, computed in float32 or wider, returning the mean
-over the batch as a 0-d tensor; `build_loss` wraps them into the modules the trainer composes.
+One file per loss: its pure function of (unnormalised) embeddings, computed in float32 or wider and returning the
+mean over the batch as a 0-d tensor; its `Term` module with ``declaration = Declaration(...)`` (paper and section,
+hyperparameters with their defaults and ranges, whether it needs supervised triplets, a dropout-off pass or a
+complementary model); and a docstring with its paper and a runnable example. `build_loss` builds any of them by name.
 
-What each loss is (its paper, its hyperparameters' defaults and ranges, the presets) lives in `catalogue`, which
-needs no torch: it is imported here at once. The functions and modules, which need torch, are imported the first
-time one of them is asked for, so that the command line reads the catalogue without paying for torch.
+  declaration  Declaration, Hyperparameter, Preset: the form (no torch)
+  catalogue    every built-in loss, read from the loss files without running them (no torch), and the names they
+               combine into (presets, `base+reg`)
+  names        what a loss's name means (built-in, preset, base+reg, a user's reference) and what it takes (no torch)
+  term         Term, the base class of every loss module, Regularised, Embeddings (what the trainer hands a loss)
+  registry     build_loss
+  own          a user's loss named by a reference (./my_loss.py:MyLoss, package.module:Name, an entry point):
+               loaded, checked, hashed, shipped to the trials
+  listing      `raycse losses`
+  infonce, correlation   the pieces several losses share (cosine similarities in full precision, the diagonal
+                         cross-entropy; the cross-correlation of dimensions)
+  every other file   one built-in loss each (simcse.py, focal.py, ...), found by the catalogue
 
-May import: the leaves (errors) only.
+The catalogue and the declaration classes are imported at once (the command line reads them without torch); every
+other name is imported the first time it is asked for. No file bears the name of a function it exports
+(triplet_loss.py, not triplet.py): importing a submodule sets the package's attribute of that name to it.
+
+May import: the leaves (errors, records) only.
 """
 
 import importlib
@@ -15,37 +31,28 @@ import importlib
 from .catalogue import (
     BASE_LOSSES,
     BASES,
+    DEFAULT_LOSS,
+    EXPORTS,
+    FILES,
     LOSS_NAMES,
+    PRESET_INFO,
     PRESETS,
     REGULARISER_INFO,
     REGULARISERS,
-    Hyperparameter,
     LossInfo,
     hyperparameter_catalogue,
-    loss_hyperparameters,
 )
+from .declaration import Declaration, Hyperparameter, Preset
+from .names import loss_hyperparameters
 
-# name -> the submodule that defines it (imported on first use: each needs torch). No submodule bears a function's
-# name (triplet_loss.py, not triplet.py): importing a submodule sets the package's attribute of that name to it.
-_LAZY = {
-    "dclr_noise_negatives": "dclr", "debiased_info_nce": "dclr", "false_negative_weights": "dclr",
-    "non_uniformity_loss": "dclr",
-    "barlow_twins": "decorrelation", "cross_correlation": "decorrelation", "dcl": "decorrelation",
-    "focal_info_nce": "focal",
-    "off_dropout_info_nce": "imsimcse",
-    "cos_sim": "infonce", "info_nce": "infonce", "paired_cos_sim": "infonce",
-    "hardest_in_batch_negatives": "triplet_loss", "triplet": "triplet_loss",
-    "ContrastiveLoss": "registry", "Embeddings": "registry", "build_loss": "registry",
-}
-
-_SUBMODULES = {*_LAZY.values(), "catalogue"}
+_SUBMODULES = set(FILES)  # every file of the package, as the catalogue read them
 
 
 def __getattr__(name: str):
     if name in _SUBMODULES:  # `raycse.losses.registry` before anything imported it
         return importlib.import_module(f"{__name__}.{name}")
-    if name in _LAZY:
-        value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    if name in EXPORTS:
+        value = getattr(importlib.import_module(f"{__name__}.{EXPORTS[name]}"), name)
         globals()[name] = value  # once: later look-ups find it without coming here
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -55,32 +62,7 @@ def __dir__() -> list[str]:
     return sorted(__all__)
 
 
-__all__ = [
-    "BASES",
-    "BASE_LOSSES",
-    "LOSS_NAMES",
-    "PRESETS",
-    "REGULARISERS",
-    "REGULARISER_INFO",
-    "ContrastiveLoss",
-    "Embeddings",
-    "Hyperparameter",
-    "LossInfo",
-    "barlow_twins",
-    "build_loss",
-    "cos_sim",
-    "cross_correlation",
-    "dcl",
-    "dclr_noise_negatives",
-    "debiased_info_nce",
-    "false_negative_weights",
-    "focal_info_nce",
-    "hardest_in_batch_negatives",
-    "info_nce",
-    "hyperparameter_catalogue",
-    "loss_hyperparameters",
-    "non_uniformity_loss",
-    "off_dropout_info_nce",
-    "paired_cos_sim",
-    "triplet",
-]
+__all__ = ["BASES", "BASE_LOSSES", "DEFAULT_LOSS", "Declaration", "Hyperparameter", "LOSS_NAMES", "LossInfo", "PRESETS",
+           "PRESET_INFO", "Preset", "REGULARISERS", "REGULARISER_INFO", "hyperparameter_catalogue",
+           "loss_hyperparameters"]
+__all__ += sorted(set(EXPORTS) - set(__all__))  # noqa: PLE0605 - what the loss files export, read by the catalogue

@@ -1,202 +1,175 @@
-"""What each loss is, without torch: its paper, its hyperparameters (published default and range) and the presets.
+"""Every built-in loss, found by reading the loss files of this package, without torch: their declarations (name,
+paper, hyperparameters, needs), the presets, and the names each file exports.
 
-The loss modules (registry.py) take their hyperparameters from here, and so do the command line's flags, the space
-files' validation and `raycse losses`, which must answer without importing torch. A new loss is one `LossInfo`
-here and one module in registry.py.
+A loss file is a file of raycse/losses/ that holds a `Term` subclass with ``declaration = Declaration(...)`` (or a
+``Preset(...)`` at its top). The command line must answer `--help` without importing torch, and the loss files import
+it; so the catalogue does not run them: it parses each file and evaluates only its declarations, which are written as
+expressions of literals, of the classes in raycse/losses/declaration.py, of `math`, and of constants of loss files
+(``from .simcse import SIMCSE_TAU``). A test holds what it reads equal to what the imported classes declare.
+
+Adding a built-in loss is one new file: the catalogue finds it here, the registry imports it when it is built, and the
+flags, the space files' validation, `raycse losses` and the reference follow from its declaration. A user's own loss
+(``./my_loss.py:MyLoss``) is not in the catalogue: raycse/losses/own.py loads it where a space file names it, and
+raycse/losses/names.py says what any name means.
 """
 
 from __future__ import annotations
 
+import ast
 import math
-import numbers
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
-from ..errors import ConfigError, shown
+from .declaration import REGULARISER_WEIGHT, Declaration, Hyperparameter, Preset
 
-
-@dataclass(frozen=True)
-class Hyperparameter:
-    """A hyperparameter's published default and the range in which its loss is defined.
-
-    Allowed values run from ``low`` (excluded when ``strict``) to ``high`` (included).
-    """
-
-    default: float
-    low: float = -math.inf
-    strict: bool = False
-    high: float = math.inf
-    integer: bool = False
-
-    @property
-    def allowed(self) -> str:
-        if self.integer:
-            return f"must be an integer >= {self.low:g}"
-        if self.high < math.inf:
-            return f"must be in {'(' if self.strict else '['}{self.low:g}, {self.high:g}]"
-        if self.low > -math.inf:
-            return f"must be {'>' if self.strict else '>='} {self.low:g}"
-        return "must be finite"
-
-    def check(self, name: str, value: object) -> float:
-        """``value`` as a float (an int for integer hyperparameters), or a ConfigError naming it."""
-        # bool is an int to Python, but `noise_steps=True` is a mistake, not 1.
-        if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            raise ConfigError(f"{name}={shown(value)} is not a number: {self.allowed}", key=name)
-        try:
-            finite = math.isfinite(value)
-        except OverflowError:  # an integer beyond any float
-            finite = False
-        if not finite:
-            raise ConfigError(f"{name}={shown(value)} is not a finite number: {self.allowed}", key=name)
-        below = value <= self.low if self.strict else value < self.low
-        if below or value > self.high or (self.integer and value != int(value)):
-            raise ConfigError(f"{name}={shown(value)} is out of range: {self.allowed}", key=name)
-        return int(value) if self.integer else float(value)
+PACKAGE_DIR = Path(__file__).resolve().parent
+# What a declaration may use besides literals and constants of loss files.
+READABLE = {"Declaration": Declaration, "Hyperparameter": Hyperparameter, "Preset": Preset, "math": math}
 
 
-def _positive(default: float) -> Hyperparameter:
-    return Hyperparameter(default, low=0.0, strict=True)
+@dataclass
+class LossFile:
+    """What the catalogue reads of one file of the package."""
+
+    module: str  # the file's name without .py
+    names: dict[str, Any] = field(default_factory=dict)  # its readable top-level names (a loss class: its stand-in)
+    declarations: list[Declaration] = field(default_factory=list)
+    presets: list[Preset] = field(default_factory=list)
+    exports: list[str] = field(default_factory=list)  # its __all__
 
 
-def _non_negative(default: float) -> Hyperparameter:
-    return Hyperparameter(default, low=0.0)
+class Declared:
+    """What a loss class stands for while its file is read without being run: its declaration."""
+
+    def __init__(self, declaration: Declaration) -> None:
+        self.declaration = declaration
 
 
-def _unit_interval(default: float) -> Hyperparameter:
-    return Hyperparameter(default, low=0.0, high=1.0)
+class Unreadable(Exception):
+    """An expression that uses a name the catalogue cannot know without running the file."""
 
 
-@dataclass(frozen=True)
-class LossInfo:
-    """One base loss or regulariser: its name (`--loss`, `--reg`), what it is, its paper and its hyperparameters
-    under the papers' names (which are also its pure function's keyword names)."""
-
-    name: str
-    summary: str
-    paper: str
-    hyperparameters: dict[str, Hyperparameter]
+def evaluate(node: ast.expr, names: dict[str, Any], where: str) -> Any:
+    unknown = sorted({n.id for n in ast.walk(node) if isinstance(n, ast.Name)} - set(names))
+    if unknown:
+        raise Unreadable(", ".join(unknown))
+    return eval(compile(ast.Expression(node), where, "eval"), {"__builtins__": {}}, dict(names))
 
 
-# Unsupervised and supervised SimCSE (Gao et al., 2021) train with tau = 0.05; so do DCLR (§5.1) and ImSimCSE (§5.1).
-SIMCSE_TAU = _positive(0.05)
-SIMCSE_PAPER = "Gao, Yao and Chen, 2021: SimCSE: Simple Contrastive Learning of Sentence Embeddings"
-IMSIMCSE_PAPER = ("Xu et al., 2023: ImSimCSE: Improving Contrastive Learning for Sentence Embeddings from Two "
-                  "Perspectives")
+def read_file(module: str, files: dict[str, LossFile | None]) -> LossFile:
+    """Read raycse/losses/<module>.py (and, first, the files it imports names from)."""
+    if module in files:
+        if files[module] is None:
+            raise RuntimeError(f"raycse/losses/{module}.py imports itself round a circle")
+        return files[module]
+    files[module] = None
+    path = PACKAGE_DIR / f"{module}.py"
+    read = LossFile(module, names=dict(READABLE))
+    for node in ast.parse(path.read_text(encoding="utf-8"), str(path)).body:
+        if isinstance(node, ast.ImportFrom) and node.level == 1 and (PACKAGE_DIR / f"{node.module}.py").is_file():
+            source = read_file(node.module, files)
+            read.names.update({alias.asname or alias.name: source.names[alias.name]
+                               for alias in node.names if alias.name in source.names})
+        elif isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
+            _read_constant(node, read, str(path))
+        elif isinstance(node, ast.ClassDef):
+            _read_class(node, read, str(path))
+    files[module] = read
+    return read
 
-BASES: dict[str, LossInfo] = {info.name: info for info in (
-    LossInfo("simcse", "InfoNCE between two dropout views, in-batch negatives", SIMCSE_PAPER, {"tau": SIMCSE_TAU}),
-    # SimCSE's best hard-negative weight is alpha = 1, i.e. nothing added to the logit.
-    LossInfo("simcse-sup", "InfoNCE over NLI triplets, the contradiction as hard negative (needs --sup-data)",
-             SIMCSE_PAPER, {"tau": SIMCSE_TAU, "hard_neg_weight": Hyperparameter(0.0)}),
-    LossInfo("focal", "InfoNCE whose logits up-weight hard negatives",
-             "Hou and Li, 2023: Improving Contrastive Learning of Sentence Embeddings with Focal-InfoNCE", {
-                 # Focal-InfoNCE §4 prints tau = 0.7 for BERT-base, but its Table 4 sweeps 0.03-0.1 and the 79.31
-                 # STS-B it reports (Tables 3 and 5) is the tau = 0.07 entry: the 0.7 lacks a zero.
-                 "tau": _positive(0.07),
-                 # m = 0.3 (§4, unsupervised setting; Table 5 finds 0.2-0.3 best). Every real m gives finite
-                 # logits; [0, 1] is where the paper's reading holds: negatives with s > 1 - m count as hard and
-                 # get pushed up, so the threshold 1 - m stays within the cosines [0, 1] a hard negative can have.
-                 "m": _unit_interval(0.3),
-             }),
-    LossInfo("off-dropout", "InfoNCE with negatives from a dropout-off pass", IMSIMCSE_PAPER, {
-        "tau": SIMCSE_TAU,
-        # Eq. 3's weight of the negatives; it enters as log m, hence m > 0. 1 switches it off: the paper's
-        # m = 0.9 was measured on pos_ratio (below), so it is not eq. 3's default here.
-        "m": _positive(1.0),
-        # The released code's factor on the positive logit, which produced Table 5's sweep and its optimum 0.9.
-        "pos_ratio": _positive(0.9),
-    }),
-    # DCLR §5.1, BERT-base: phi = 0.9, k = 1, noise std 1, four ascent steps with learning rate 1e-3.
-    # The paper gives no separate value for tau_u (eq. 2), only tau = 0.05, so tau_u defaults to it.
-    LossInfo("dclr", "InfoNCE with false negatives removed (by a frozen model) and noise negatives added",
-             "Zhou et al., 2022: Debiased Contrastive Learning of Unsupervised Sentence Representations", {
-                 "tau": SIMCSE_TAU,
-                 "phi": _unit_interval(0.9),
-                 "k": _non_negative(1.0),
-                 "noise_steps": Hyperparameter(4, low=0, integer=True),
-                 "noise_beta": _non_negative(1e-3),
-                 "noise_sigma": _positive(1.0),
-                 "tau_u": SIMCSE_TAU,
-             }),
-    # The note gives no margin. On the unit sphere margin 0.5 asks s(a, p) to beat s(a, n) by 0.25: a clear gap,
-    # yet one that the hardest in-batch negative, often a near-paraphrase (half of SimCSE's in-batch negatives
-    # have cosine > 0.7, DCLR Fig. 1), does not keep active on every triplet.
-    LossInfo("triplet", "the triplet loss on the unit sphere; negative: the contradiction, else the hardest "
-             "in-batch row", "Schroff, Kalenichenko and Philbin, 2015: FaceNet", {"margin": _non_negative(0.5)}),
-)}
 
-REGULARISER_INFO: dict[str, LossInfo] = {info.name: info for info in (
-    LossInfo("dcl", "dimension-wise contrastive regulariser on the two dropout views", IMSIMCSE_PAPER,
-             {"tau_dcl": _positive(5.0)}),  # ImSimCSE §5.1, Table 5
-    # Barlow Twins' trade-off (Zbontar et al., 2021, §2 and its released code's default 0.0051).
-    LossInfo("barlow", "Barlow Twins' redundancy reduction on the two dropout views",
-             "Zbontar et al., 2021: Barlow Twins: Self-Supervised Learning via Redundancy Reduction",
-             {"lambda_bt": _non_negative(0.0051)}),
-)}
+def _read_constant(node: ast.Assign | ast.AnnAssign, read: LossFile, where: str) -> None:
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+    if len(targets) != 1 or not isinstance(targets[0], ast.Name):
+        return
+    try:
+        value = evaluate(node.value, read.names, where)
+    except Exception:  # noqa: BLE001 - a constant no declaration needs (re.compile(...), ...): left unread
+        return
+    read.names[targets[0].id] = value
+    if isinstance(value, Preset):
+        read.presets.append(value)
+    if targets[0].id == "__all__":
+        read.exports = list(value)
 
-# lambda = 0.1 is ImSimCSE's weight for DCL (§5.1, Table 5). No paper reports a weight for adding Barlow
-# Twins to SimCSE, so it shares the same default.
-LAMBDA = _non_negative(0.1)
 
+def _read_class(node: ast.ClassDef, read: LossFile, where: str) -> None:
+    for statement in node.body:
+        if isinstance(statement, ast.Assign) and [getattr(t, "id", None) for t in statement.targets] == ["declaration"]:
+            try:
+                declaration = evaluate(statement.value, read.names, where)
+            except Unreadable as err:
+                raise RuntimeError(f"{where}: the declaration of {node.name} uses {err}, which the catalogue cannot "
+                                   "read without running the file (use literals, Declaration, Hyperparameter, math and "
+                                   "constants of loss files)") from None
+            read.declarations.append(declaration)
+            read.names[node.name] = Declared(declaration)
+
+
+def read_package() -> dict[str, LossFile]:
+    files: dict[str, LossFile | None] = {}
+    for path in sorted(PACKAGE_DIR.glob("*.py")):
+        if path.stem != "__init__":
+            read_file(path.stem, files)
+    return files  # every entry is read by now
+
+
+def declared(files: dict[str, LossFile]) -> tuple[dict[str, Declaration], dict[str, str]]:
+    """Every declaration by name, and the file that declares each loss or preset; a name declared twice is refused."""
+    declarations, module_of = {}, {}
+    for read in files.values():
+        for item in [*read.declarations, *read.presets]:
+            if item.name in module_of:
+                raise RuntimeError(f"loss {item.name!r} is declared twice: in {module_of[item.name]}.py and "
+                                   f"{read.module}.py")
+            module_of[item.name] = read.module
+        declarations.update({declaration.name: declaration for declaration in read.declarations})
+    return declarations, module_of
+
+
+FILES = read_package()
+DECLARATIONS, MODULE_OF = declared(FILES)  # MODULE_OF: a built-in loss's (or preset's) name -> its file
+_DEFAULTS = [name for name, declaration in DECLARATIONS.items() if declaration.default]
+if len(_DEFAULTS) != 1:
+    raise RuntimeError(f"exactly one built-in loss declares default=True, not {_DEFAULTS}")
+DEFAULT_LOSS: str = _DEFAULTS[0]  # what a run trains when it names no loss, and stage 0's complementary model
+# The default loss first, then by name: the order of --help, `raycse losses` and the reference.
+_ORDER = sorted(DECLARATIONS, key=lambda name: (name != DEFAULT_LOSS, name))
+BASES: dict[str, Declaration] = {n: DECLARATIONS[n] for n in _ORDER if not DECLARATIONS[n].regulariser}
+REGULARISER_INFO: dict[str, Declaration] = {n: DECLARATIONS[n] for n in _ORDER if DECLARATIONS[n].regulariser}
+PRESET_INFO: dict[str, Preset] = {p.name: p for f in FILES.values() for p in sorted(f.presets, key=lambda p: p.name)}
 BASE_LOSSES: tuple[str, ...] = tuple(BASES)
 REGULARISERS: tuple[str, ...] = tuple(REGULARISER_INFO)
+# The presets the papers train, then the default loss with each regulariser ('simcse+dcl'): any base loss takes any
+# regulariser as `base+reg`, and these are the combinations listed.
 PRESETS: dict[str, tuple[str, str]] = {
-    "imsimcse": ("off-dropout", "dcl"),  # ImSimCSE eq. 6: off-dropout InfoNCE + lambda * DCL
-    "simcse+dcl": ("simcse", "dcl"),
-    "simcse+barlow": ("simcse", "barlow"),
-}
+    **{name: (preset.base, preset.regulariser) for name, preset in PRESET_INFO.items()},
+    **{f"{DEFAULT_LOSS}+{reg}": (DEFAULT_LOSS, reg) for reg in REGULARISERS}}
 LOSS_NAMES: tuple[str, ...] = BASE_LOSSES + tuple(PRESETS)
+EXPORTS: dict[str, str] = {name: f.module for f in FILES.values() for name in f.exports}  # a name -> its file
+LossInfo = Declaration  # the name the first versions of raycse gave a loss's description
 
 
-def resolve_hyperparameters(loss: str, specs: dict[str, Hyperparameter], given: dict[str, object]) -> dict[str, float]:
-    """Validate ``given`` against ``specs`` and fill in the defaults; ConfigError names the culprit."""
-    for key in given:
-        if key not in specs:
-            raise ConfigError(f"loss {loss!r} does not take hyperparameter {key!r} (it takes: {', '.join(specs)})",
-                              key=key)
-    return {key: spec.check(key, given.get(key, spec.default)) for key, spec in specs.items()}
-
-
-def combination(name: str, reg: str | None) -> tuple[str, str, str | None]:
-    """(display name, base loss, regulariser or None) of loss ``name`` plus ``reg``; ConfigError for an unknown
-    name or a ``reg`` other than the one a preset already includes."""
-    if reg is not None and reg not in REGULARISER_INFO:
-        raise ConfigError(f"unknown regulariser {shown(reg)} (choose from {', '.join(REGULARISERS)})", key="reg")
-    if name in PRESETS:
-        base, preset_reg = PRESETS[name]
-        if reg is not None and reg != preset_reg:
-            raise ConfigError(f"loss {name!r} already includes regulariser {preset_reg!r}, so reg={reg!r} conflicts",
-                              key="reg")
-        return name, base, preset_reg
-    if name not in BASES:
-        raise ConfigError(f"unknown loss {shown(name)} (choose from {', '.join(LOSS_NAMES)})", key="loss")
-    if reg is None:
-        return name, name, None
-    return f"{name}+{reg}", name, reg
-
-
-def combination_specs(base: str, reg: str | None) -> dict[str, Hyperparameter]:
-    """The hyperparameters of base loss ``base`` plus ``lambda`` times regulariser ``reg`` (if not None)."""
-    if reg is None:
-        return dict(BASES[base].hyperparameters)
-    return {**BASES[base].hyperparameters, "lambda": LAMBDA, **REGULARISER_INFO[reg].hyperparameters}
-
-
-def loss_hyperparameters(name: str, reg: str | None = None) -> dict[str, float]:
-    """The hyperparameters that loss ``name`` (plus regulariser ``reg``) takes, with their published defaults."""
-    _, base, regulariser = combination(name, reg)
-    return {key: spec.default for key, spec in combination_specs(base, regulariser).items()}
+def is_built_in(name: str) -> bool:
+    """Whether `name` is a built-in loss, regulariser, preset or `base+reg` combination of them."""
+    base, plus, reg = name.partition("+")
+    return name in DECLARATIONS or name in PRESETS or bool(plus and base in BASES and reg in REGULARISER_INFO)
 
 
 def hyperparameter_catalogue() -> dict[str, dict[str, Hyperparameter]]:
-    """Every hyperparameter name any loss or regulariser takes -> {loss or regulariser name: its spec there}.
+    """Every hyperparameter name any built-in loss or regulariser takes -> {loss or regulariser name: its spec there}.
 
     What the command line generates its loss flags from: a new loss's hyperparameters get flags by themselves.
     """
     catalogue: dict[str, dict[str, Hyperparameter]] = {}
     for owner, specs in [*((name, info.hyperparameters) for name, info in BASES.items()),
-                         *((name, {"lambda": LAMBDA, **info.hyperparameters})
+                         *((name, {REGULARISER_WEIGHT: info.weight, **info.hyperparameters})
                            for name, info in REGULARISER_INFO.items())]:
         for key, spec in specs.items():
             catalogue.setdefault(key, {})[owner] = spec
     return catalogue
+
+
+__all__ = ["BASES", "BASE_LOSSES", "DEFAULT_LOSS", "LOSS_NAMES", "LossInfo", "PRESETS", "PRESET_INFO", "REGULARISERS",
+           "REGULARISER_INFO", "hyperparameter_catalogue"]

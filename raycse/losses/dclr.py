@@ -1,11 +1,33 @@
-"""DCLR: debiased contrastive learning with false-negative weighting and noise-based negatives
-(Zhou et al., 2022, "Debiased Contrastive Learning of Unsupervised Sentence Representations")."""
+"""DCLR: InfoNCE with false negatives removed (judged by a frozen complementary model) and noise-based negatives
+added, which climb towards the least uniform points of the space.
+
+Paper: Zhou et al., 2022, "Debiased Contrastive Learning of Unsupervised Sentence Representations", §4 (eqs. 1-6);
+phi, k, the noise's std and its ascent from §5.1 (BERT-base).
+
+Needs: a complementary model (a frozen encoder; the paper's is a trained SimCSE, which stage 0 of a search trains with
+the default loss when none is given).
+
+Example:
+    >>> import torch
+    >>> from raycse.losses import Embeddings
+    >>> from raycse.losses.dclr import DCLR
+    >>> z1 = torch.tensor([[1.0, 0.0, 2.0], [0.5, -1.0, 1.0], [-1.0, 2.0, 0.0], [0.0, 1.0, 1.0]])
+    >>> z2 = torch.tensor([[1.0, 0.5, 2.0], [0.0, -1.0, 1.5], [-1.0, 1.5, 0.5], [0.5, 1.0, 1.0]])
+    >>> loss = DCLR(phi=0.9, k=0.0)  # no noise negatives: nothing random
+    >>> round(loss(Embeddings(z1, z2, complementary=z1)).item(), 4)
+    0.0188
+    >>> sorted(loss.stats())  # how many in-batch negatives phi removed
+    ['dclr_removed_fraction']
+"""
 
 from __future__ import annotations
+
+import math
 
 import torch
 from torch import Tensor
 
+from .declaration import Declaration, Hyperparameter
 from .infonce import (
     EPS,
     _cross_entropy_diagonal,
@@ -15,6 +37,8 @@ from .infonce import (
     unit_norm,
     upcast,
 )
+from .simcse import SIMCSE_TAU
+from .term import Embeddings, Term, require
 
 
 @torch.no_grad()
@@ -132,3 +156,59 @@ def debiased_info_nce(z1: Tensor, z2: Tensor, noise: Tensor, weights: Tensor, ta
     log_weights = upcast(weights).detach().log().fill_diagonal_(0.0)
     in_batch = cos_sim(z1, z2) / tau + log_weights
     return _cross_entropy_diagonal(torch.cat([in_batch, cos_sim(z1, noise) / tau], dim=1))
+
+
+class DCLR(Term):
+    """DCLR: `debiased_info_nce` with false negatives removed and K = round(k N) noise negatives.
+
+    The noise is drawn from the default torch generator on each call, so a seeded run reproduces.
+    """
+
+    # §5.1, BERT-base: phi = 0.9, k = 1, noise std 1, four ascent steps with learning rate 1e-3. The paper gives no
+    # separate value for tau_u (eq. 2), only tau = 0.05, so tau_u defaults to it.
+    declaration = Declaration(
+        name="dclr",
+        summary="InfoNCE with false negatives removed (by a frozen model) and noise negatives added",
+        paper="Zhou et al., 2022: Debiased Contrastive Learning of Unsupervised Sentence Representations",
+        section="§4, eqs. 1-6; phi, k and the noise §5.1",
+        hyperparameters={
+            "tau": SIMCSE_TAU,
+            "phi": Hyperparameter(0.9, low=0.0, high=1.0),
+            "k": Hyperparameter(1.0, low=0.0, high=math.inf),
+            "noise_steps": Hyperparameter(4, low=0, high=math.inf, integer=True),
+            "noise_beta": Hyperparameter(1e-3, low=0.0, high=math.inf),
+            "noise_sigma": Hyperparameter(1.0, low=0.0, strict=True, high=math.inf, log=True),
+            "tau_u": SIMCSE_TAU,
+        },
+        complementary=True,
+    )
+
+    def forward(self, emb: Embeddings) -> Tensor:
+        h = self.hparams
+        n, dim = emb.z1.shape
+        init = torch.randn(round(h["k"] * n), dim, device=emb.z1.device, dtype=torch.float32) * h["noise_sigma"]
+        noise = dclr_noise_negatives(emb.z1, emb.z2, init, h["noise_steps"], h["noise_beta"], h["tau_u"])
+        weights = false_negative_weights(require(emb, "complementary", self.name), h["phi"])
+        self._stats = dclr_stats(emb.z1, noise, weights, h["tau"])
+        return debiased_info_nce(emb.z1, emb.z2, noise, weights, h["tau"])
+
+
+@torch.no_grad()
+@full_precision
+def dclr_stats(z1: Tensor, noise: Tensor, weights: Tensor, tau: float) -> dict[str, Tensor]:
+    """Whether DCLR's phi and k act on a batch (DCLR degenerates into SimCSE when neither does):
+
+        dclr_removed_fraction  the fraction of the N(N - 1) in-batch negatives whose weight alpha_ij is 0
+        dclr_noise_logit       mean over anchors i and noise vectors k of s(z1_i, noise_k)/tau
+                               (absent when there is no noise vector, K = 0)
+    """
+    n = len(weights)
+    off_diagonal = ~torch.eye(n, dtype=torch.bool, device=weights.device)
+    removed = ((weights == 0) & off_diagonal).sum(dtype=torch.float32) / max(n * (n - 1), 1)
+    stats = {"dclr_removed_fraction": removed}
+    if len(noise) > 0:
+        stats["dclr_noise_logit"] = (cos_sim(z1.detach(), noise) / tau).mean().float()
+    return stats
+
+
+__all__ = ["dclr_noise_negatives", "debiased_info_nce", "false_negative_weights", "non_uniformity_loss"]

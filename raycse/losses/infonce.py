@@ -1,8 +1,10 @@
-"""InfoNCE (SimCSE) and the pieces every InfoNCE-style loss in this package shares.
+"""The pieces every InfoNCE-style loss of this package shares: cosine similarities computed in full precision, and
+the cross-entropy whose target is the diagonal.
 
-Every variant here is "InfoNCE with different logits": it builds an (N, M) logit matrix whose column i is
-anchor i's positive, then calls `_cross_entropy_diagonal`. Masking or re-weighting a negative is done in log
-space, by adding log(weight) to its logit, so that one logsumexp path serves them all.
+Every variant is "InfoNCE with different logits": it builds an (N, M) logit matrix whose column i is anchor i's
+positive, then calls `_cross_entropy_diagonal`. Masking or re-weighting a negative is done in log space, by adding
+log(weight) to its logit, so that one logsumexp path serves them all. A user's own loss may use them too
+(`from raycse.losses import cos_sim`).
 """
 
 from __future__ import annotations
@@ -64,30 +66,4 @@ def _cross_entropy_diagonal(logits: Tensor) -> Tensor:
     return (torch.logsumexp(logits, dim=1) - logits.diagonal()).mean()
 
 
-@full_precision
-def info_nce(
-    z1: Tensor, z2: Tensor, tau: float, hard_neg: Tensor | None = None, hard_neg_weight: float = 0.0
-) -> Tensor:
-    """SimCSE's InfoNCE loss with in-batch negatives (Gao et al., 2021, unsupervised and supervised objectives).
-
-        l_i = -s(z1_i, z2_i)/tau + log sum_j exp(s(z1_i, z2_j)/tau)
-
-    With ``hard_neg`` (supervised SimCSE: the contradiction of sentence i), the sum also runs over the N
-    logits s(z1_i, hard_neg_j)/tau, and anchor i's own hard negative gets ``hard_neg_weight`` added to its
-    logit (log alpha in SimCSE's weighting; 0, i.e. alpha = 1, weights it like any other negative).
-
-    Args:
-        z1: (N, H) anchors (first dropout view, or the premise).
-        z2: (N, H) positives (second dropout view, or the entailment); z2_j for j != i are i's negatives.
-        tau: temperature, > 0.
-        hard_neg: optional (N, H) hard negatives.
-        hard_neg_weight: added to logit (i, N + i).
-
-    Returns:
-        The mean of l_i over the N anchors, a 0-d tensor in float32 (float64 for float64 inputs).
-    """
-    logits = cos_sim(z1, z2) / tau
-    if hard_neg is not None:
-        own_hard_neg = torch.eye(len(z1), dtype=logits.dtype, device=logits.device) * hard_neg_weight
-        logits = torch.cat([logits, cos_sim(z1, hard_neg) / tau + own_hard_neg], dim=1)
-    return _cross_entropy_diagonal(logits)
+__all__ = ["cos_sim", "full_precision", "paired_cos_sim", "unit_norm", "upcast"]

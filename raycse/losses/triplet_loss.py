@@ -1,11 +1,31 @@
-"""The triplet loss on the unit sphere, and the hardest in-batch negative for unsupervised triplets."""
+"""The triplet loss on the unit sphere; its negative is the NLI contradiction when there is one, else the hardest
+other row of the batch.
+
+Paper: Schroff, Kalenichenko and Philbin, 2015, "FaceNet: A Unified Embedding for Face Recognition and Clustering",
+§3.1 (eq. 1), on L2-normalised embeddings.
+
+Needs: nothing beyond the two views; with supervised triplets (`sup_data`) the contradiction is the negative.
+
+Example:
+    >>> import torch
+    >>> from raycse.losses import Embeddings
+    >>> from raycse.losses.triplet_loss import Triplet
+    >>> anchors = torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
+    >>> positives = torch.tensor([[1.0, 0.0, 0.1], [0.0, 1.0, 0.5], [0.2, 0.9, 1.0]])
+    >>> round(Triplet(margin=0.5)(Embeddings(anchors, positives)).item(), 4)
+    0.0115
+"""
 
 from __future__ import annotations
+
+import math
 
 import torch
 from torch import Tensor
 
+from .declaration import Declaration, Hyperparameter
 from .infonce import cos_sim, full_precision, unit_norm
+from .term import Embeddings, Term
 
 
 @full_precision
@@ -41,3 +61,30 @@ def hardest_in_batch_negatives(anchor: Tensor, candidates: Tensor) -> Tensor:
     sim = cos_sim(anchor, candidates)
     sim.fill_diagonal_(-torch.inf)  # a sentence's positive is not its negative
     return sim.argmax(dim=1)
+
+
+class Triplet(Term):
+    """`triplet` with the contradiction as negative, or without one the hardest in-batch negative."""
+
+    # The note gives no margin. On the unit sphere margin 0.5 asks s(a, p) to beat s(a, n) by 0.25: a clear gap, yet
+    # one that the hardest in-batch negative, often a near-paraphrase (half of SimCSE's in-batch negatives have
+    # cosine > 0.7, DCLR Fig. 1), does not keep active on every triplet.
+    declaration = Declaration(
+        name="triplet",
+        summary="the triplet loss on the unit sphere; negative: the contradiction, else the hardest in-batch row",
+        paper="Schroff, Kalenichenko and Philbin, 2015: FaceNet",
+        section="§3.1, eq. 1",
+        hyperparameters={"margin": Hyperparameter(0.5, low=0.0, high=math.inf)},
+    )
+
+    def forward(self, emb: Embeddings) -> Tensor:
+        neg = emb.z3 if emb.z3 is not None else emb.z2[hardest_in_batch_negatives(emb.z1, emb.z2)]
+        return triplet(emb.z1, emb.z2, neg, **self.hparams)
+
+    def rows_needed(self, supervised: bool) -> tuple[int, str]:
+        if supervised:
+            return 1, "each anchor's contradiction is its negative"
+        return 2, "without NLI data its negative is the hardest other row of the step"
+
+
+__all__ = ["hardest_in_batch_negatives", "triplet"]

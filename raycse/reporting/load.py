@@ -5,11 +5,15 @@ its `search_summary.json` artifact, its child runs (the step-indexed metric `obj
 values and steps, and the dev curves of every stage), and the search's own
 Optuna study, loaded from the storage the summary names - never rebuilt from MLflow parameters, so conditional
 spaces, log scales and the loss family are exactly as the search declared them. A report can be made at any time
-after a search, on any machine that reaches both stores. Reading never creates a store.
+after a search, on any machine that reaches both stores, and from a copy of the search's folder: the paths the
+summary recorded are read under the folder's present place (raycse.tracking.relocation). Reading never creates a
+store.
 """
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +40,7 @@ if TYPE_CHECKING:
     import optuna
 
 SUMMARY_ARTIFACT = "search_summary.json"
+BAR_SWITCH = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"  # read by MLflow at each download
 
 
 @dataclass
@@ -81,9 +86,9 @@ def load_search(tracking_uri: str, experiment: str, optuna_storage: str | None =
 
 def latest_summary(tracker: Tracker) -> tuple[str, dict]:
     """The experiment's latest search: its parent run's id and its search_summary.json (`raycse report`,
-    `raycse export`)."""
+    `raycse export`), its paths (the Optuna storage, the checkpoints) read where the search's folder is now."""
     parent_run_id = _latest_parent_run(tracker)
-    return parent_run_id, _read_summary(tracker, parent_run_id)
+    return parent_run_id, tracker.relocation.values(_read_summary(tracker, parent_run_id))
 
 
 def _latest_parent_run(tracker: Tracker) -> str:
@@ -97,7 +102,7 @@ def _latest_parent_run(tracker: Tracker) -> str:
 def _read_summary(tracker: Tracker, run_id: str) -> dict:
     from mlflow.exceptions import MlflowException
 
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, _no_progress_bar():
         try:
             path = tracker.download_artifact(run_id, SUMMARY_ARTIFACT, tmp)
         except (MlflowException, OSError) as err:
@@ -105,6 +110,21 @@ def _read_summary(tracker: Tracker, run_id: str) -> dict:
                               f"{SUMMARY_ARTIFACT} artifact: the search did not finish, or predates reports "
                               f"({err})") from None
         return json.loads(Path(path).read_text())
+
+
+@contextlib.contextmanager
+def _no_progress_bar():
+    """No tqdm "Downloading artifacts" bar while the summary is read: MLflow draws one for every download unless
+    $MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR says not to, and `raycse.load()` or a report reads one small file (the
+    command line says it for the whole process; a user's own setting is kept)."""
+    if BAR_SWITCH in os.environ:
+        yield
+        return
+    os.environ[BAR_SWITCH] = "false"
+    try:
+        yield
+    finally:
+        os.environ.pop(BAR_SWITCH, None)
 
 
 def load_study(study_name: str, storage: str) -> optuna.Study:

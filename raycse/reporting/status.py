@@ -1,12 +1,22 @@
 """`raycse status EXPERIMENT`: where the experiment's latest search stands, read from MLflow alone.
 
-It reads what the search writes as it goes (the parent run's plan parameters, each trial's child run with its stage,
-status and best objective), so it answers while the search runs in another process or on another machine, and
-writes nothing. The time left is an estimate: the trials still to run, in rounds of the trials seen at once, at the
-mean duration of the trials finished so far.
+It reads what the search writes as it goes (the parent run's plan parameters, tags and final metrics, each trial's
+child run with its stage, status, configuration and best objective), so it answers while the search runs in another
+process or on another machine, and writes nothing.
+
+It reports the search's own state, stage by stage, each figure for what it is: the search stage's leading
+configuration (the best dev objective of its finished trials: what ranks configurations, seed 42 alone), the
+choosing means (each candidate's mean dev objective over its finished choosing seeds: what picks the winner), and,
+once the search has ended, its answer (the winner on the judged figure and winner − published, as the parent run
+records them). A single judging run's dev figure is none of these: one seed's luck judges nothing
+(docs/judging.md), so it is never shown as a best.
+
+The time left is an estimate: the trials still to run, in rounds of the trials seen at once, at the mean duration
+of the trials finished so far.
 """
 from __future__ import annotations
 
+import json
 import math
 import time
 from dataclasses import dataclass, field
@@ -14,6 +24,7 @@ from dataclasses import dataclass, field
 from raycse.records import (
     BEST_OBJECTIVE,
     CHOOSE,
+    CONFIG_KEY_TAG,
     FINISHED,
     JUDGE,
     RUNNING,
@@ -23,8 +34,13 @@ from raycse.records import (
     STAGE_TAG,
     STAGES,
     STATUS_TAG,
+    WINNER_MINUS_PUBLISHED,
+    WINNER_TAG,
 )
+from raycse.reporting.tables import fmt_params
 from raycse.tracking.tracker import Tracker
+
+JUDGED_AVERAGE = "avg"  # the parent run's metric: the winner's seven-task test average over its judging seeds
 
 
 @dataclass
@@ -37,9 +53,20 @@ class RunningTrial:
 
 
 @dataclass
+class ChoosingMean:
+    """A candidate of the choosing block: its mean dev objective over the choosing seeds finished so far."""
+
+    configuration: str  # its loss family and parameters, in words
+    mean: float
+    n: int  # finished choosing seeds
+    planned: int
+
+
+@dataclass
 class SearchStatus:
     """A search's state: its stage ('finished' once its parent run ended), trials done and planned by stage, the
-    best objective any trial reached so far, the trials running now, and the time spent and (estimated) left."""
+    search stage's leading configuration so far, the choosing means, the winner once chosen, the answer once the
+    search has ended, the trials running now, and the time spent and (estimated) left."""
 
     experiment: str
     search: str
@@ -47,11 +74,14 @@ class SearchStatus:
     stage: str
     done: dict[str, int]
     planned: dict[str, int]
-    best_objective: float | None
-    best_trial: str | None
+    leading: float | None  # the best dev objective of the search stage's finished trials
+    leading_trial: str | None
     running: list[RunningTrial] = field(default_factory=list)
     spent_s: float = 0.0
     left_s: float | None = None
+    choosing: list[ChoosingMean] = field(default_factory=list)
+    winner: str | None = None  # the winner's family and parameters, once chosen
+    answer: dict[str, float] = field(default_factory=dict)  # "winner" (judged figure), "versus_published"
 
 
 def planned_trials(params: dict[str, str]) -> dict[str, int]:
@@ -59,6 +89,18 @@ def planned_trials(params: dict[str, str]) -> dict[str, int]:
     top_k, choose, judge = (int(params.get(key, 0)) for key in ("confirm_top_k", "choose_seeds", "judge_seeds"))
     return {SEARCH: int(params.get("num_samples", 0)), CHOOSE: top_k * choose if top_k > 1 else 0,
             JUDGE: 2 * judge}
+
+
+def configuration_words(config_key: str | None) -> str:
+    """A configuration key (JSON: the family and the parameters) as a person reads it: `focal tau=0.07, m=0.3`."""
+    try:
+        values = json.loads(config_key or "")
+    except ValueError:
+        return config_key or "?"
+    if not isinstance(values, dict):
+        return str(config_key)
+    family = values.pop("family", "?")
+    return f"{family} {fmt_params(values)}".strip()
 
 
 def search_status(tracking_uri: str, experiment: str, now: float | None = None) -> SearchStatus:
@@ -73,24 +115,26 @@ def search_status(tracking_uri: str, experiment: str, now: float | None = None) 
     now = time.time() if now is None else now
     children = tracker.child_runs(parent.info.run_id)
     done = {stage: 0 for stage in STAGES}
-    running, durations, best, best_trial, stages_seen = [], [], None, None, []
+    running, durations, stages_seen = [], [], []
+    leading, leading_trial = None, None
     for run in children:
         tags, metrics = run.data.tags, run.data.metrics
         stage, status = tags.get(STAGE_TAG, SEARCH), tags.get(STATUS_TAG, RUNNING)
         stages_seen.append(stage)
         objective = metrics.get(BEST_OBJECTIVE)
-        if objective is not None and (best is None or objective > best):
-            best, best_trial = objective, run.info.run_name
         started = run.info.start_time / 1000
         if status == RUNNING and run.info.status == "RUNNING":
             running.append(RunningTrial(run.info.run_name, stage, tags.get(SEED_TAG, "?"), objective,
                                         (now - started) / 60))
-        else:
-            done[stage] = done.get(stage, 0) + 1
-            if status == FINISHED and run.info.end_time:
-                durations.append(run.info.end_time / 1000 - started)
-    planned = planned_trials(parent.data.params)
-    planned = {**{stage: done.get(stage, 0) for stage in STAGES}, **planned}
+            continue
+        done[stage] = done.get(stage, 0) + 1
+        if status == FINISHED and run.info.end_time:
+            durations.append(run.info.end_time / 1000 - started)
+        ranks = stage == SEARCH and status == FINISHED and objective is not None  # what ranks configurations
+        if ranks and (leading is None or objective > leading):
+            leading, leading_trial = objective, run.info.run_name
+    params = parent.data.params
+    planned = {**{stage: done.get(stage, 0) for stage in STAGES}, **planned_trials(params)}
     finished = parent.info.status != "RUNNING"
     stage = "finished" if finished and parent.info.status == "FINISHED" else parent.info.status.lower() \
         if finished else _current_stage(stages_seen, running)
@@ -100,9 +144,31 @@ def search_status(tracking_uri: str, experiment: str, now: float | None = None) 
         at_once = max(len(running), 1)
         left = math.ceil(remaining / at_once) * sum(durations) / len(durations)
     end = parent.info.end_time / 1000 if finished and parent.info.end_time else now
+    winner = parent.data.tags.get(WINNER_TAG)
     return SearchStatus(experiment=experiment, search=parent.info.run_name, parent_run_id=parent.info.run_id,
-                        stage=stage, done=done, planned=planned, best_objective=best, best_trial=best_trial,
-                        running=running, spent_s=end - parent.info.start_time / 1000, left_s=left)
+                        stage=stage, done=done, planned=planned, leading=leading, leading_trial=leading_trial,
+                        running=running, spent_s=end - parent.info.start_time / 1000, left_s=left,
+                        choosing=choosing_means(children, int(params.get("choose_seeds", 0) or 0)),
+                        winner=configuration_words(winner) if winner else None,
+                        answer=_answer(parent.data.metrics) if finished else {})
+
+
+def choosing_means(children, planned: int) -> list[ChoosingMean]:
+    """Each choosing candidate's mean dev objective over its finished choosing runs, best first."""
+    values: dict[str, list[float]] = {}
+    for run in children:
+        tags, objective = run.data.tags, run.data.metrics.get(BEST_OBJECTIVE)
+        if tags.get(STAGE_TAG) == CHOOSE and tags.get(STATUS_TAG) == FINISHED and objective is not None:
+            values.setdefault(tags.get(CONFIG_KEY_TAG, "?"), []).append(objective)
+    means = [ChoosingMean(configuration_words(key), sum(v) / len(v), len(v), planned) for key, v in values.items()]
+    return sorted(means, key=lambda m: -m.mean)
+
+
+def _answer(metrics: dict[str, float]) -> dict[str, float]:
+    """The answer the parent run records once the search has ended: the winner's seven-task test average over its
+    judging seeds, and winner − published on it (paired by judging seed)."""
+    found = {"winner": metrics.get(JUDGED_AVERAGE), "versus_published": metrics.get(WINNER_MINUS_PUBLISHED)}
+    return {name: value for name, value in found.items() if value is not None}
 
 
 def _current_stage(seen: list[str], running: list[RunningTrial]) -> str:
@@ -121,14 +187,35 @@ def _duration(seconds: float) -> str:
 def format_status(status: SearchStatus) -> str:
     trials = ", ".join(f"{stage} {status.done.get(stage, 0)}/{planned}" for stage, planned in status.planned.items()
                        if planned or status.done.get(stage))
-    best = "none yet" if status.best_objective is None else f"{status.best_objective:.2f} ({status.best_trial})"
+    leading = ("no search trial finished yet" if status.leading is None else
+               f"{status.leading:.2f} ({status.leading_trial}), the best dev objective of its finished trials")
     left = "unknown until a trial finishes" if status.left_s is None else f"about {_duration(status.left_s)}"
     lines = [f"Search {status.search!r} of experiment {status.experiment!r} (parent run {status.parent_run_id})",
              f"stage: {status.stage}",
              f"trials done/planned: {trials}",
-             f"best objective so far: {best}",
-             f"running: {len(status.running)}"]
-    lines += [f"  {r.name}  {r.stage} seed {r.seed}, {r.minutes:.1f} min, best so far "
-              f"{'-' if r.best_objective is None else f'{r.best_objective:.2f}'}" for r in status.running]
+             f"search stage (ranks configurations on dev, one seed): leading {leading}"]
+    if status.choosing:
+        lines.append("choosing means (dev, over the choosing seeds finished so far; the best mean wins):")
+        lines += [f"  {m.mean:.2f} (n = {m.n} of {m.planned})  {m.configuration}" for m in status.choosing]
+    if status.winner:
+        lines.append(f"winner: {status.winner}")
+    lines += _answer_lines(status)
+    lines.append(f"running: {len(status.running)}")
+    lines += [f"  {r.name}  {r.stage} seed {r.seed}, {r.minutes:.1f} min" for r in status.running]
     lines.append(f"time spent: {_duration(status.spent_s)}" + ("" if status.stage == "finished" else f"; left: {left}"))
     return "\n".join(lines)
+
+
+def _answer_lines(status: SearchStatus) -> list[str]:
+    if status.answer:
+        figures = []
+        if "winner" in status.answer:
+            figures.append(f"the winner {status.answer['winner']:.2f} on the seven-task test average")
+        if "versus_published" in status.answer:
+            figures.append(f"winner − published {status.answer['versus_published']:+.2f}")
+        return [f"answer (the judging seeds): {'; '.join(figures)}; the verdict: "
+                f"raycse report {status.experiment}"]
+    if status.planned.get(JUDGE):
+        return ["answer: when the judging runs end (the winner and the published point on the seven-task test "
+                "average, judging seeds)"]
+    return []

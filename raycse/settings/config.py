@@ -22,6 +22,7 @@ from typing import Any
 from raycse.data import BUNDLED_CORPUS, BUNDLED_NLI
 from raycse.encoder.poolers import AUTO_POOLER, POOLERS
 from raycse.errors import ConfigError, shown
+from raycse.losses import DEFAULT_LOSS
 from raycse.settings import inputs
 from raycse.settings.checks import (
     INT_LIMIT,
@@ -63,7 +64,7 @@ class TrainConfig:
 
     model: str = setting("minilm", "'minilm' (the packaged all-MiniLM-L6-v2), a local model directory or a hub id",
                          check=inputs.check_model, read=inputs.open_model)
-    loss: str = setting("simcse", "the loss (see `raycse train --help` for the list)")
+    loss: str = setting(DEFAULT_LOSS, "the loss (see `raycse train --help` for the list)")
     reg: str | None = setting(None, "add a regulariser with weight --lambda: dcl | barlow")
     hparams: dict[str, float] = setting(help="loss hyperparameters under the papers' names", factory=dict, flag=False)
     pooler: str = setting("auto", "training pooler; auto: the model's own sentence-transformers pooling if it "
@@ -99,7 +100,8 @@ class TrainConfig:
                                             "column, comma-separated (default: sentence1,sentence2,score)",
                                             check=inputs.check_dev_columns)
     corpus: str = setting(BUNDLED_CORPUS, "unsupervised sentences: a text file (one a line), an http(s) URL or "
-                          "hf:NAME[:SPLIT[:COLUMN]] (default: the bundled Wikipedia sample)",
+                          "hf:NAME[:SPLIT[:COLUMN]] (default: the bundled Wikipedia sample; synthetic-wiki1m: a "
+                          "million sentences recombined from it, for timing the papers' scale offline)",
                           check=inputs.check_corpus, read=inputs.open_training_data)
     sup_data: str | None = setting(None, "supervised triplets: an NLI csv with sent0, sent1, hard_neg (SimCSE's "
                                    f"format), or '{BUNDLED_NLI}' (a small demonstration set built from SICK)",

@@ -1,11 +1,18 @@
 """The losses a space file searches: one `Family` for a single-loss file (`loss`, `reg`, `space`, `published` at the
 top level), several for a conditional one (`families:`), each a loss with its searched parameters and the paper's
-published point, checked against the loss registry.
+published point, checked against the loss's declaration.
+
+A loss is a built-in one by name, or a user's own by reference (``./my_loss.py:MyLoss``, relative to the space file;
+``package.module:MyLoss``; an installed entry point's name): loaded and tried before anything starts, and then known
+by its declared name (the family's name) and by the module its trials import it from (`Family.loss`). A searched
+parameter's distribution may be the word ``declared``: the range, type and log scale its loss declares.
 """
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from raycse.errors import ConfigError, shown
@@ -15,6 +22,8 @@ from raycse.settings.distributions import Distribution, parse_distribution
 
 TRAIN_SEARCHABLE = searchable_settings()  # training settings a space may search (lr, batch_size, pooler, ...)
 FAMILY_KEYS = {"loss", "reg", "space", "published"}
+DECLARED = "declared"  # a distribution read from the loss's declaration
+OWN_LOSS_FORMS = "./my_loss.py:MyLoss, package.module:MyLoss, or an installed raycse.losses entry point"
 
 
 @dataclass
@@ -25,6 +34,12 @@ class Family:
     reg: str | None
     space: dict[str, Distribution]
     published: dict[str, Any]
+    sources: tuple = field(default_factory=tuple)  # the LossSource of each user's loss it trains (raycse.losses.own)
+
+    @property
+    def own_loss(self):
+        """The LossSource of its loss when that is a user's own (None for a built-in loss)."""
+        return next((source for source in self.sources if source.key == self.loss), None)
 
 
 def override_space(family: Family, overrides: dict[str, Distribution | None]) -> Family:
@@ -61,31 +76,56 @@ def parse_families(raw: dict, where: str) -> dict[str, Family]:
                                         where, f"families.{name}.")
         return parsed
     if "loss" not in raw:
-        raise ConfigError(f"{where}: missing key 'loss' (one of {', '.join(LOSS_NAMES)}), "
-                          "or 'families' for a conditional space")
-    loss = raw["loss"]
-    return {str(loss): _family(loss, raw.get("reg"), raw.get("space", {}), raw.get("published", {}), where, "")}
+        raise ConfigError(f"{where}: missing key 'loss' (one of {', '.join(LOSS_NAMES)}, or your own: "
+                          f"{OWN_LOSS_FORMS}), or 'families' for a conditional space")
+    family = _family(raw["loss"], raw.get("reg"), raw.get("space", {}), raw.get("published", {}), where, "")
+    return {family.own_loss.name if family.own_loss else str(raw["loss"]): family}
+
+
+def _own(value, role: str, where: str, prefix: str):
+    """(the name trials use, its LossSource) for a user's loss or regulariser; (value, None) for a built-in one."""
+    from raycse.losses.own import is_reference, resolve
+
+    if not is_reference(value):
+        return value, None
+    try:
+        source = resolve(value, Path(where).parent)
+    except ConfigError as err:
+        raise ConfigError(f"{where}: {prefix}{role}: {err}") from None
+    return source.key, source
 
 
 def _family(loss, reg, space, published, where: str, prefix: str) -> Family:
-    from raycse.losses import LOSS_NAMES, loss_hyperparameters
+    from raycse.losses import LOSS_NAMES
+    from raycse.losses.catalogue import is_built_in
+    from raycse.losses.names import combination, combination_specs
 
-    if not isinstance(loss, str) or loss not in LOSS_NAMES:
-        raise ConfigError(f"{where}: {prefix}loss: unknown loss {shown(loss)} (choose from {', '.join(LOSS_NAMES)})")
     if reg is not None and not isinstance(reg, str):
         raise ConfigError(f"{where}: {prefix}reg: must be a regulariser's name, got {shown(reg)}")
+    loss, loss_source = _own(loss, "loss", where, prefix)
+    reg, reg_source = _own(reg, "reg", where, prefix)
+    if loss_source is None and (not isinstance(loss, str) or not is_built_in(loss)):
+        raise ConfigError(f"{where}: {prefix}loss: unknown loss {shown(loss)} (choose from {', '.join(LOSS_NAMES)}, "
+                          f"or your own: {OWN_LOSS_FORMS})")
     try:
-        takes = loss_hyperparameters(loss, reg)
+        _, base, regulariser = combination(loss, reg)
     except ConfigError as err:
-        raise ConfigError(f"{where}: {prefix}reg: {err}") from None
+        raise ConfigError(f"{where}: {prefix}{err.key or 'reg'}: {err}") from None
+    takes = combination_specs(base, regulariser)
+    clashes = sorted(set(takes) & set(TRAIN_SEARCHABLE))
+    if clashes:
+        raise ConfigError(f"{where}: {prefix}loss: {base.name!r} declares hyperparameter(s) {', '.join(clashes)}, "
+                          "which are training settings' names: rename them in its declaration")
     space = mapping(space, where, f"{prefix}space")
     dists = {}
     for param, spec in space.items():
         key = f"{prefix}space.{param}"
         if param not in takes and param not in TRAIN_SEARCHABLE:
             allowed = ", ".join(list(takes) + list(TRAIN_SEARCHABLE))
-            raise ConfigError(f"{where}: {key}: loss {loss!r} does not take {shown(param)} (searchable: {allowed})")
-        dists[str(param)] = parse_distribution(spec, where, key)
+            raise ConfigError(f"{where}: {key}: loss {base.name!r} does not take {shown(param)} (searchable: "
+                              f"{allowed})")
+        dists[str(param)] = (declared_distribution(takes.get(param), where, key) if spec == DECLARED
+                             else parse_distribution(spec, where, key))
     published = mapping(published, where, f"{prefix}published")
     for param, value in published.items():
         if param not in dists:
@@ -94,4 +134,17 @@ def _family(loss, reg, space, published, where: str, prefix: str) -> Family:
         if not dists[param].contains(value):
             raise ConfigError(f"{where}: {prefix}published.{param}: {shown(value)} lies outside its searched range "
                               f"({dists[param].describe()})")
-    return Family(loss=str(loss), reg=reg, space=dists, published=published)
+    sources = tuple(source for source in (loss_source, reg_source) if source is not None)
+    return Family(loss=str(loss), reg=reg, space=dists, published=published, sources=sources)
+
+
+def declared_distribution(spec, where: str, key: str) -> Distribution:
+    """The distribution of `declared`: the hyperparameter's declared range, on its declared scale (int, log)."""
+    if spec is None:
+        raise ConfigError(f"{where}: {key}: {DECLARED!r} reads a loss hyperparameter's declaration, and a training "
+                          "setting has none: give its distribution ({type, low, high})")
+    if spec.strict or not (math.isfinite(spec.low) and math.isfinite(spec.high)) or (spec.log and spec.low <= 0):
+        raise ConfigError(f"{where}: {key}: {DECLARED!r} needs a closed, finite declared range (and low > 0 on a log "
+                          f"scale), and this one {spec.allowed}: give its distribution ({{type, low, high}})")
+    kind = "int" if spec.integer else "loguniform" if spec.log else "uniform"
+    return parse_distribution({"type": kind, "low": spec.low, "high": spec.high}, where, key)

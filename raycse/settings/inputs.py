@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from raycse.data import BUNDLED_CORPUS, BUNDLED_NLI
+from raycse.data import BUNDLED_CORPUS, BUNDLED_NLI, SYNTHETIC_WIKI1M
 from raycse.errors import ConfigError, shown
 from raycse.settings.checks import check_path_text
 
@@ -34,8 +34,9 @@ def check_model(name: str, value: str) -> None:
 
 
 def check_corpus(name: str, value: str) -> None:
-    """The bundled sample, an http(s) URL, hf:NAME[:SPLIT[:COLUMN]], or a file that exists."""
-    if value == BUNDLED_CORPUS or value.startswith(("http://", "https://")):
+    """The bundled sample (or its million-sentence stand-in), an http(s) URL, hf:NAME[:SPLIT[:COLUMN]], or a file
+    that exists."""
+    if value in (BUNDLED_CORPUS, SYNTHETIC_WIKI1M) or value.startswith(("http://", "https://")):
         return
     if value.startswith("hf:"):
         if not value[3:].split(":")[0].strip():

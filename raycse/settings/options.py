@@ -56,8 +56,9 @@ SEARCH_OPTIONS = (
     Option("seed", int, None, "the sampler's seed (default: the file's)", low=0, high=SEED_LIMIT),
     Option("choose_seeds", int, None, "fresh seeds on which the top configurations are chosen among (default: the "
            "file's)", low=1, high=CONFIRM_SEEDS_LIMIT),
-    Option("judge_seeds", int, None, "fresh seeds on which the winner and the published point are judged (default: "
-           "the file's; 2, the least that gives an interval)", low=2, high=CONFIRM_SEEDS_LIMIT),
+    Option("judge_seeds", int, None, "fresh seeds on which the winner and the published point are judged, at least "
+           "2 (the least that gives an interval) (default: the file's search.confirm.judge_seeds, or its "
+           "cpu_budget's)", low=2, high=CONFIRM_SEEDS_LIMIT),
     Option("confirm", bool, True, "no choosing or judging: the search stage's best, from one seed, unjudged (Python: "
            "confirm=False)"),
     Option("tracking_uri", str, None, TRACKING_HELP),

@@ -74,6 +74,14 @@ def _choice(choices, null: bool = False) -> dict:
     return {"enum": [*choices, None] if null else list(choices)}
 
 
+# A user's own loss by reference (./my_loss.py:MyLoss, package.module:MyLoss; docs/own-loss.md), beside the names
+OWN_LOSS = {"type": "string", "pattern": "^.+:[A-Za-z_][A-Za-z0-9_]*$"}
+
+
+def _loss_schema() -> dict:
+    return {"anyOf": [_choice(LOSS_NAMES), OWN_LOSS]}
+
+
 def _words(schema: dict) -> str:
     """The allowed values of a schema in words: '1 to 100', '> 0', 'one of a, b'."""
     if "enum" in schema:
@@ -144,6 +152,7 @@ def hyperparameter_keys() -> list[Key]:
 
 DISTRIBUTION_SCHEMA = {
     "oneOf": [
+        {"const": "declared"},
         {"type": "object", "additionalProperties": False, "required": ["type", "low", "high"],
          "properties": {"type": {"enum": [d for d in DISTRIBUTIONS if d != "categorical"]},
                         "low": {"type": "number"}, "high": {"type": "number"}}},
@@ -229,8 +238,9 @@ def section_keys() -> list[Key]:
         Key("corpus", train["corpus"], _yaml(TrainConfig.corpus), "text", "the same as `train.corpus`"),
         Key("objective", train["objective"], _yaml(TrainConfig.objective), "text",
             "the same as `train.objective`"),
-        Key("loss", _choice(LOSS_NAMES), "", _words(_choice(LOSS_NAMES)), "the loss of every trial (required, "
-            "unless `families:` is given)"),
+        Key("loss", _loss_schema(), "", f"{_words(_choice(LOSS_NAMES))}, or your own: ./my_loss.py:MyLoss, "
+            "package.module:MyLoss, an entry point's name", "the loss of every trial (required, unless `families:` is "
+            "given; your own: docs/own-loss.md)"),
         Key("reg", _choice(REGULARISERS, null=True), "null", _words(_choice(REGULARISERS, null=True)),
             "a regulariser added with weight `lambda`"),
         Key("train", {"type": "object", "additionalProperties": False, "properties": train}, "{}", "mapping",
@@ -238,13 +248,13 @@ def section_keys() -> list[Key]:
         Key("space", space, "{}", "mapping", "parameter: distribution, for each searched parameter: a loss "
             "hyperparameter or a searchable training setting"),
         Key("space.PARAM", {"$ref": "#/$defs/distribution"}, "", "`{type: uniform | loguniform | int, low, "
-            "high}` or `{type: categorical, choices: [...]}`", "how the parameter is drawn (loguniform: low > 0; "
-            "int: integer ends)"),
+            "high}`, `{type: categorical, choices: [...]}` or `declared`", "how the parameter is drawn (loguniform: "
+            "low > 0; int: integer ends; declared: the range and scale its loss declares)"),
         Key("published", published, "{}", "mapping", "the paper's point, run first; each a searched parameter, "
             "inside its range"),
         Key("families", {"type": "object", "minProperties": 1, "additionalProperties": {
             "type": "object", "additionalProperties": False, "properties": {
-                "loss": _choice(LOSS_NAMES), "reg": _choice(REGULARISERS, null=True), "space": space,
+                "loss": _loss_schema(), "reg": _choice(REGULARISERS, null=True), "space": space,
                 "published": published}}}, "", "mapping", "a conditional space instead of `loss`/`space`/"
             "`published`: NAME: {loss (default: NAME), reg, space, published}; the family is itself searched"),
         Key("search", {"type": "object", "additionalProperties": False}, "{}", "mapping", "the search's settings"),

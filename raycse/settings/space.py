@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from raycse.errors import ConfigError, shown
+from raycse.records import loss_hash_tag
 from raycse.sampling.samplers import FILE_SAMPLER_NAMES, SAMPLER_DEFAULTS
 from raycse.settings.checks import (
     INT_LIMIT,
@@ -103,6 +104,16 @@ class SearchSpace:
     @property
     def conditional(self) -> bool:
         return len(self.families) > 1
+
+    def loss_sources(self) -> list:
+        """The user's own losses its families train (raycse.losses.own.LossSource), each once: what a search ships
+        to its trials and records."""
+        found = {source.key: source for family in self.families.values() for source in family.sources}
+        return list(found.values())
+
+    def loss_tags(self, family: str) -> dict[str, str]:
+        """The MLflow tags of a run that trains `family`: the SHA-256 of each user's loss file it trains."""
+        return {loss_hash_tag(source.name): source.sha256 for source in self.families[family].sources}
 
     def family_of(self, sampled: dict) -> str:
         """The family a sampled configuration belongs to (the only family of a single-loss space)."""
@@ -237,9 +248,9 @@ def parse_space(raw: dict, where: str) -> SearchSpace:
     except ConfigError as err:
         raise ConfigError(f"{where}: {err}") from None
     train = mapping(raw.get("train", {}), where, "train")
-    for key in ("model", "corpus", "objective"):
-        if key in raw:
-            train[key] = raw[key]
+    top_level = {key: raw[key] for key in ("model", "corpus", "objective") if key in raw}
+    TrainConfig.check_values(top_level, where)  # a mistake named where the file has it: `corpus:`, not `train:`
+    train.update(top_level)
     base = TrainConfig.from_dict(train, where=f"{where}: train") if train else TrainConfig()
     families = parse_families(raw, where)
     search = mapping(raw.get("search", {}), where, "search")

@@ -1,8 +1,9 @@
 """Which file a `--space` value names: a path, or the name of a space file shipped inside the package.
 
 The shipped space files are package data (`raycse/settings/spaces/*.yaml`), so `raycse search --space focal` works
-after a plain `pip install` from any directory. A clone also carries them as `search_spaces/*.yaml`, byte for byte
-the same files (a test holds the two copies equal), so the paths in the docs work from the repository's root.
+after a plain `pip install` from any directory. A clone shows the same files as `search_spaces/*.yaml`: that folder is
+a symbolic link to raycse/settings/spaces in git, so each file exists once and the paths in the docs work from the
+repository's root.
 """
 from __future__ import annotations
 

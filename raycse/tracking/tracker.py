@@ -24,6 +24,7 @@ from typing import Any
 from raycse.errors import ConfigError
 from raycse.records import LOST, PARENT_RUN_TAG, STATUS_TAG, TRIAL_TAG
 from raycse.tracking.latency import LATENCIES
+from raycse.tracking.relocation import relocation_of
 
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 SECRET_MARKERS = ("password", "secret", "token", "key", "credential")
@@ -146,6 +147,7 @@ class Tracker:
                 names = ", ".join(sorted(e.name for e in self.client.search_experiments())) or "none"
                 raise ConfigError(f"no MLflow experiment {experiment!r} at {tracking_uri} (experiments: {names})")
             self.experiment_id = found.experiment_id
+            self.relocation = relocation_of(tracking_uri, found.artifact_location)
             return
         mlflow.set_tracking_uri(tracking_uri)
         with sqlite_creation_lock(tracking_uri):  # the client creates the store's tables if it is new
@@ -164,6 +166,7 @@ class Tracker:
                 if found is None:
                     raise
         self.experiment_id = found.experiment_id
+        self.relocation = relocation_of(tracking_uri, found.artifact_location)  # a search folder copied elsewhere
 
     @classmethod
     def existing(cls, tracking_uri: str, experiment: str) -> Tracker:
@@ -219,8 +222,24 @@ class Tracker:
         """(step, value) of every logged value of a metric, by step."""
         return sorted((m.step, m.value) for m in self.client.get_metric_history(run_id, key))
 
+    def artifact_uri(self, run_id: str) -> str:
+        """Where the run's artifacts are: MLflow's record of it, read under the folder's present place when the
+        search's folder was copied or moved (raycse.tracking.relocation)."""
+        return self.relocation.path(self.run(run_id).info.artifact_uri)
+
+    def _moved_artifacts(self, run_id: str):
+        """The run's artifacts at the folder's present place, None when it was not moved (MLflow's own way then)."""
+        if not self.relocation.moved:
+            return None
+        from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
+
+        return get_artifact_repository(self.artifact_uri(run_id))
+
     @retried
     def download_artifact(self, run_id: str, path: str, destination: str) -> str:
+        repository = self._moved_artifacts(run_id)
+        if repository is not None:
+            return repository.download_artifacts(path, destination)
         return self.client.download_artifacts(run_id, path, destination)
 
     @retried
@@ -285,17 +304,35 @@ class Tracker:
         if tags:
             self.client.log_batch(run_id, tags=[RunTag(key, str(value)[:5000]) for key, value in tags.items()])
 
+    # Artifacts are written where the run's folder is now: never into the place a copied folder came from.
     @retried
     def log_artifacts(self, run_id: str, local_dir: str, artifact_path: str) -> None:
-        self.client.log_artifacts(run_id, local_dir, artifact_path)
+        repository = self._moved_artifacts(run_id)
+        if repository is not None:
+            repository.log_artifacts(local_dir, artifact_path)
+        else:
+            self.client.log_artifacts(run_id, local_dir, artifact_path)
 
     @retried
     def log_artifact(self, run_id: str, local_file: str, artifact_path: str | None = None) -> None:
-        self.client.log_artifact(run_id, local_file, artifact_path)
+        repository = self._moved_artifacts(run_id)
+        if repository is not None:
+            repository.log_artifact(local_file, artifact_path)
+        else:
+            self.client.log_artifact(run_id, local_file, artifact_path)
 
     @retried
     def log_dict(self, run_id: str, payload: dict, artifact_file: str) -> None:
-        self.client.log_dict(run_id, payload, artifact_file)
+        if not self.relocation.moved:
+            self.client.log_dict(run_id, payload, artifact_file)
+            return
+        import json
+        import tempfile
+
+        folder, name = os.path.split(artifact_file)
+        with tempfile.TemporaryDirectory() as tmp:
+            Path(tmp, name).write_text(json.dumps(payload, indent=2), encoding="utf-8")
+            self.log_artifact(run_id, str(Path(tmp, name)), folder or None)
 
     @retried
     def register_model(self, run_id: str, artifact_path: str, name: str) -> str:
@@ -306,5 +343,5 @@ class Tracker:
             self.client.create_registered_model(name)
         except MlflowException:
             pass  # already registered: add a version
-        source = f"{self.client.get_run(run_id).info.artifact_uri}/{artifact_path}"
+        source = f"{self.artifact_uri(run_id)}/{artifact_path}"
         return self.client.create_model_version(name, source=source, run_id=run_id).version

@@ -3,23 +3,63 @@ TorchTrainer that a multi-worker training (`raycse train --workers W`, a search 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
+
+from raycse.errors import ConfigError
+
+# The Ray this process started (its GCS address: a new cluster has a new one) and what it ships to its workers.
+_started: tuple[str, frozenset[str]] | None = None
 
 
-def start_ray() -> bool:
-    """Start (or join) Ray unless it already runs; True if this call started it.
+def start_ray(ship: Iterable[str] = ()) -> bool:
+    """Start (or join) Ray unless it already runs with what it must ship; True if this call started it.
 
     The workers inherit two settings: tokenizers' own thread pool off (a DataLoader worker forked after the parent
     used it would warn and disable it anyway), and Hugging Face's offline mode as the driver has it (default
     online: users have networks; tests and CI set HF_HUB_OFFLINE=1).
+
+    ``ship``: the files and folders of users' own losses (raycse.losses.own.LossSource.ship), which the job's runtime
+    environment carries to every node (`py_modules`), so that a trial imports them on a node where they are not
+    installed. A Ray this process started without one of them is started again with it; a Ray someone else started
+    must already ship them (a ConfigError says how, before anything is written).
     """
     import ray
 
+    from raycse.training.stop_signals import ray_starting
+
+    global _started
+    wanted = {str(path) for path in ship}
     if ray.is_initialized():
-        return False
-    ray.init(address=os.environ.get("RAY_ADDRESS"), include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"TOKENIZERS_PARALLELISM": "false",
-                                       "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "0")}})
+        ours = _started is not None and _started[0] == ray.get_runtime_context().gcs_address
+        if wanted <= (_started[1] if ours else _shipped_by_job(wanted)):
+            return False
+        if not ours:
+            raise ConfigError(f"Ray was started before raycse without shipping {', '.join(sorted(wanted))} to its "
+                              "workers: ray.shutdown() first (raycse then starts it with them), or start it with "
+                              f"ray.init(runtime_env={{'py_modules': {sorted(wanted)!r}}})")
+        wanted |= _started[1]
+        ray.shutdown()  # raycse started it without these losses: again, with them
+    env = {"env_vars": {"TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "0")}}
+    if wanted:
+        env["py_modules"] = sorted(wanted)
+    with ray_starting():  # Ray's processes ignore a hangup; raycse's SIGTERM handler, not Ray's, stops the command
+        ray.init(address=os.environ.get("RAY_ADDRESS"), include_dashboard=False, log_to_driver=False,
+                 runtime_env=env)
+    _started = (ray.get_runtime_context().gcs_address, frozenset(wanted))
     return True
+
+
+def _shipped_by_job(wanted: set[str]) -> set[str]:
+    """Which of `wanted` the running job (started by someone else) ships: its py_modules are content-addressed URIs,
+    compared with those of the files and folders wanted (Ray's own naming, a private function of Ray 2.60)."""
+    if not wanted:
+        return set()
+    import ray
+    from ray._private.runtime_env.packaging import get_uri_for_directory, get_uri_for_file
+
+    uris = set(ray.get_runtime_context().runtime_env.get("py_modules") or [])
+    return {path for path in wanted if (get_uri_for_directory(path, include_gitignore=True)
+                                        if os.path.isdir(path) else get_uri_for_file(path)) in uris}
 
 
 def torch_trainer(worker_loop, config, cpus_per_worker: float, storage_path: str, name: str,

@@ -103,7 +103,7 @@ def training_batches(config: TrainConfig, examples: list | None, shared_tokens: 
     """This worker's share of every global batch, and the shared token ids the loader pads them from (None when
     they were made from other data than this configuration's: then the loader tokenises the examples)."""
     if shared_tokens is not None and shared_tokens.fingerprint == data_fingerprint(config):
-        examples = list(range(len(shared_tokens)))  # the loader pads the shared ids of these indices
+        examples = range(len(shared_tokens))  # the loader pads the shared ids of these indices (no list: 1M ints)
     else:
         shared_tokens = None
         examples = examples if examples is not None else load_examples(config)

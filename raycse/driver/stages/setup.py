@@ -1,4 +1,5 @@
-"""Setup: Ray, the budget and the plan, the MLflow parent run and the Optuna study's storage.
+"""Setup: Ray (shipping users' own losses to its workers), the budget and the plan, the MLflow parent run (tagged with
+the SHA-256 of each user's loss file) and the Optuna study's storage.
 
 Resume: the parent run is found by the search's storage location (a tag), its children left RUNNING by the killed
 driver are marked KILLED, and the run is RUNNING again; a new search refuses an existing Tune experiment or study.
@@ -14,7 +15,7 @@ from raycse.driver.stages.base import Stage
 from raycse.driver.state import SearchState
 from raycse.driver.tune.pacing import set_snapshot_period
 from raycse.errors import ConfigError
-from raycse.records import BUDGET_TAG, PATH_TAG, SEARCH_TAG
+from raycse.records import BUDGET_TAG, PATH_TAG, SEARCH_TAG, loss_hash_tag
 from raycse.settings.confirm import Confirm
 from raycse.tracking.tracker import Tracker
 
@@ -36,7 +37,8 @@ class SetupStage(Stage):
         state.storage = (options.storage_path if "://" in options.storage_path
                          else str(Path(options.storage_path).expanduser().resolve()))
         state.search_path = f"{state.storage.rstrip('/')}/{state.name}"  # also an s3:// or gs:// URI on a cluster
-        start_ray()  # the search was checked before this stage (preflight.py): new, or one to resume
+        # the search was checked before this stage (preflight.py): new, or one to resume
+        start_ray(ship=[source.ship for source in space.loss_sources()])
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         state.cluster = ray.cluster_resources()
         state.budget = options.budget if options.budget != "auto" else planning.auto_budget(state.cluster)
@@ -76,8 +78,9 @@ def _open_parent_run(state: SearchState) -> str:
                   f"{killed} orphaned trial run(s) marked KILLED).")
         return parent_run_id
     planning.check_new_study(state.optuna_storage, plan.experiment)
-    parent_run_id = tracker.start_run(state.name, tags={SEARCH_TAG: state.name, PATH_TAG: state.search_path,
-                                                        BUDGET_TAG: state.budget})
+    parent_run_id = tracker.start_run(state.name, tags={
+        SEARCH_TAG: state.name, PATH_TAG: state.search_path, BUDGET_TAG: state.budget,
+        **{loss_hash_tag(source.name): source.sha256 for source in plan.loss_sources()}})
     tracker.log_artifact(parent_run_id, plan.path)
     confirm = plan.confirm or Confirm(top_k=1, choose_seeds=0, judge_seeds=0)
     tracker.log_params(parent_run_id, {

@@ -1,5 +1,6 @@
-"""Stage 0 (DCLR only, when no complementary model is given): one SimCSE training on the base recipe, whose best
-checkpoint every DCLR trial then uses as its frozen complementary model (the paper's recipe).
+"""Stage 0 (a loss that declares it needs a complementary model, DCLR's, when none is given): one training of the
+default loss (SimCSE) on the base recipe, whose best checkpoint every such trial then uses as its frozen complementary
+model (DCLR's recipe).
 
 Resume: its Tune experiment is restored; a finished stage 0 is not trained again.
 """
@@ -11,6 +12,7 @@ from raycse.driver import plan as planning
 from raycse.driver.stages.base import Stage
 from raycse.driver.state import SearchState
 from raycse.driver.tune import runner
+from raycse.losses import DEFAULT_LOSS
 from raycse.records import FINISHED, STAGE0
 from raycse.settings.space import TrialSpec
 
@@ -25,9 +27,9 @@ class Stage0(Stage):
 
     def run(self, state: SearchState) -> None:
         plan = state.plan
-        simcse = dataclasses.replace(next(iter(plan.families.values())), loss="simcse", reg=None, space={},
-                                     published={})
-        stage0 = dataclasses.replace(plan, families={"simcse": simcse}, test_eval="none",
+        default = dataclasses.replace(next(iter(plan.families.values())), loss=DEFAULT_LOSS, reg=None, space={},
+                                      published={}, sources=())
+        stage0 = dataclasses.replace(plan, families={DEFAULT_LOSS: default}, test_eval="none",
                                      base=dataclasses.replace(plan.base, hparams={}))
         state.log("Stage 0: training the SimCSE model that DCLR trials use as their complementary model.")
         records = runner.run_fixed(state, stage0, STAGE0, [TrialSpec({}, stage0.base.seed, STAGE0)])

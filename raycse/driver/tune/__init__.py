@@ -6,6 +6,7 @@ The driver's side:
     searcher.py             the Tune objects pickled with a search (the tagged Optuna searcher, the step stopper)
     resumable_limits.py     Tune's limits on trials at once, corrected on --resume so that a stage cannot stall
     checkpoint_recovery.py  a snapshot naming a checkpoint Tune had already deleted: the newer one takes its name
+    retries.py              which failures use up a trial's retry: its own, not a preempted or lost start-up's
     newest_first.py         schedulers that start the newest pending trial first (a warm worker for it)
     pacing.py               how often a trial checkpoints and Tune snapshots the search
     callback.py             Tune's events -> MLflow (only the driver writes to MLflow)

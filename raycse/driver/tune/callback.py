@@ -15,6 +15,7 @@ from pathlib import Path
 from ray import tune
 
 from raycse.driver import progress
+from raycse.driver.outcome import ended_status
 from raycse.driver.state import say
 from raycse.driver.tune.write_queue import StepMetrics, WriteQueue
 from raycse.records import (
@@ -30,7 +31,6 @@ from raycse.records import (
     FAILED,
     FINAL,
     FINAL_KEYS,
-    FINISHED,
     LOSS_STAT_PREFIX,
     OBJECTIVE,
     REPLAYED,
@@ -41,7 +41,6 @@ from raycse.records import (
     STATUS_TAG,
     STEP,
     STEPS_TAG,
-    STOPPED,
     TOTAL_STEPS,
     TRAIN_LOSS,
     TRIAL_TAG,
@@ -108,7 +107,8 @@ class MlflowSearchCallback(tune.Callback):
         spec = self._spec(trial)
         config = self.space.trial_config(spec.sampled, spec.seed)
         tags = {TRIAL_TAG: trial.trial_id, STATUS_TAG: RUNNING, STAGE_TAG: spec.stage, SEED_TAG: spec.seed,
-                CONFIG_KEY_TAG: self.space.config_key(spec.sampled)}
+                CONFIG_KEY_TAG: self.space.config_key(spec.sampled),
+                **self.space.loss_tags(self.space.family_of(spec.sampled))}  # a user's loss: its file's SHA-256
         params = {"loss_family": self.space.family_of(spec.sampled), **training_params(config.to_dict())}
         self.writes.submit(functools.partial(self._start, trial.trial_id, tags, params))
 
@@ -143,7 +143,7 @@ class MlflowSearchCallback(tune.Callback):
             tags.update({STATUS_TAG: DIVERGED, ERROR_TAG: last.get(ERROR, "")})
             self.writes.submit(functools.partial(self._end, trial.trial_id, tags, "FAILED"))
             return
-        status = FINISHED if last.get(FINAL) else STOPPED
+        status = ended_status(last)  # finished once it reached its last step, whatever ASHA decided there
         # from the write on, the trial is done, whatever happens to the driver; its line says so once it is written
         line = f"trial {trial.trial_id}  {status}: best objective {last.get(BEST_OBJECTIVE, math.nan):.2f}"
         self.writes.submit(functools.partial(self._end, trial.trial_id, {STATUS_TAG: status, **tags}, "FINISHED",

@@ -11,28 +11,25 @@ import math
 
 from raycse.driver import plan as planning
 from raycse.driver import progress
-from raycse.driver.outcome import TrialRecord
+from raycse.driver.outcome import TrialRecord, ended_status
 from raycse.driver.state import SearchState
 from raycse.driver.tune.pacing import checkpoint_every_s
 from raycse.driver.tune.replay import TrialContext
-from raycse.driver.tune.trial import run_trial
+from raycse.driver.tune.trial import run_trial, trial_config
 from raycse.evaluation.sts import DevObjective
 from raycse.records import (
     BEST_OBJECTIVE,
     BEST_STEP,
     CHECKPOINT_PATH,
     DIVERGED,
-    DIVERGED_KEY,
     FAILED,
     FINAL,
-    FINISHED,
     OBJECTIVE,
     REPLAYED,
     REPORTED_AT,
     SEARCH,
     STAGE_TAG,
     STEP,
-    STOPPED,
     TEST_KEYS,
     TRIAL_ID,
     TRIAL_STARTED_AT,
@@ -40,6 +37,8 @@ from raycse.records import (
 )
 from raycse.settings.space import SearchSpace, TrialSpec
 from raycse.tracking.tracker import Tracker
+
+MAX_FAILURES = 1  # a trial's retries for failures of its own
 
 
 def experiment_path(state: SearchState, stage: str) -> str:
@@ -76,6 +75,7 @@ def tuner(state: SearchState, plan: SearchSpace, stage: str, tune_config, param_
     from raycse.driver.tune.callback import MlflowSearchCallback
     from raycse.driver.tune.checkpoint_recovery import RecoverDeletedCheckpoints
     from raycse.driver.tune.resumable_limits import ForgetFinishedTrials
+    from raycse.driver.tune.retries import OwnFailuresOnly
 
     slots = slots or planning.max_concurrent(plan, state.cluster)
     trainable = tune.with_resources(trial_function(state, plan, slots), planning.trial_resources(plan))
@@ -90,10 +90,11 @@ def tuner(state: SearchState, plan: SearchSpace, stage: str, tune_config, param_
         trainable, param_space=param_space, tune_config=tune_config(),
         run_config=tune.RunConfig(
             name=path.rstrip("/").rsplit("/", 1)[-1], storage_path=state.storage, verbose=0, stop=stopper,
-            callbacks=[callback, RecoverDeletedCheckpoints(), ForgetFinishedTrials()],
+            callbacks=[callback, RecoverDeletedCheckpoints(), ForgetFinishedTrials(), OwnFailuresOnly(MAX_FAILURES)],
             checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
-            # a crashed trial (a killed worker, a lost node) is retried once, from its last checkpoint
-            failure_config=tune.FailureConfig(max_failures=1),
+            # a crashed trial (a killed worker, a lost node) is retried once, from its last checkpoint; a node drained
+            # for a preemption, or lost while the trial starts, does not use that retry up (retries.py)
+            failure_config=tune.FailureConfig(max_failures=MAX_FAILURES),
         ))
 
 
@@ -129,39 +130,41 @@ _TUNE_SIGINT = "TUNE_DISABLE_SIGINT_HANDLER"
 
 
 def fit_until_interrupted(experiment):
-    """`experiment.fit()`, and KeyboardInterrupt after it when Ctrl-C stopped it.
+    """`experiment.fit()`, and `Stopped` (a KeyboardInterrupt) after it when a signal stopped it.
 
     Tune catches Ctrl-C itself: it stops the experiment, snapshots it one last time and returns its results as if
     the stage had ended, and the search would go on to its next stage with the trials it had. So raycse takes
-    SIGINT during the fit: the first asks Tune for that graceful stop (Tune's SIGUSR1 handler) and the search then
-    ends with exit 130, `--resume` continuing it; a second interrupts at once."""
+    SIGINT, SIGTERM and SIGHUP during the fit (raycse/training/stop_signals.py): the first asks Tune for that
+    graceful stop (Tune's SIGUSR1 handler), and the search then ends with exit 130, 143 or 129, `--resume`
+    continuing it; a second stops at once."""
     import os
-    import signal
-    import threading
 
-    if threading.current_thread() is not threading.main_thread():  # signals reach the main thread alone
-        return experiment.fit()
-    interrupted = []
+    from raycse.training.stop_signals import Stopped, graceful
 
-    def on_sigint(signum, frame):
-        interrupted.append(signum)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        os.kill(os.getpid(), signal.SIGUSR1)
-
-    previous = signal.signal(signal.SIGINT, on_sigint)
     tune_setting = os.environ.get(_TUNE_SIGINT)
-    os.environ[_TUNE_SIGINT] = "1"  # Tune's own handler would replace raycse's
+    os.environ[_TUNE_SIGINT] = "1"  # Tune's own SIGINT handler would replace raycse's
     try:
-        results = experiment.fit()
+        with graceful(ask_tune_to_stop) as stop:
+            results = experiment.fit()
     finally:
-        signal.signal(signal.SIGINT, previous)
         if tune_setting is None:  # a notebook's process keeps the user's own setting, not raycse's
             os.environ.pop(_TUNE_SIGINT, None)
         else:
             os.environ[_TUNE_SIGINT] = tune_setting
-    if interrupted:
-        raise KeyboardInterrupt
+    if stop.signum is not None:
+        raise Stopped(stop.signum)
     return results
+
+
+def ask_tune_to_stop() -> None:
+    """Tune's graceful stop (its SIGUSR1 handler), without its words for it: they name Ctrl-C and Tune's own
+    restore, where raycse's last line names the signal and `--resume`."""
+    import logging
+    import os
+    import signal
+
+    logging.getLogger("ray.tune.tune").setLevel(logging.CRITICAL)
+    os.kill(os.getpid(), signal.SIGUSR1)
 
 
 def fit(state: SearchState, plan: SearchSpace, stage: str, experiment, drop_lost: bool = True) -> list[TrialRecord]:
@@ -191,7 +194,8 @@ def run_fixed(state: SearchState, plan: SearchSpace, stage: str, specs: list[Tri
     several experiments of a stage (a judging look: `{stage}-{part}`); `drop_lost` False leaves the dropping of
     runs a kill took to the caller, who knows every part's trials (see `drop_lost_runs`)."""
     tune_config, param_space = fixed_trials(state, plan, specs)
-    progress.plan_trials(len(specs), DevObjective.mode)
+    progress.plan_trials(len(specs), DevObjective.mode,
+                         tests=sum(trial_config(plan, spec, "").test_eval for spec in specs))  # the time they take
     slots = fixed_slots(state, plan, specs)
     path_stage = f"{stage}-{part}" if part else stage
     experiment = tuner(state, plan, path_stage, tune_config, param_space, slots=slots)
@@ -204,8 +208,7 @@ def trial_records(grid, plan: SearchSpace) -> list[TrialRecord]:
     for result in grid:
         metrics = result.metrics or {}
         spec = TrialSpec.of(result.config or {}, plan.base.seed)
-        status = (FAILED if result.error else DIVERGED if metrics.get(DIVERGED_KEY)
-                  else FINISHED if metrics.get(FINAL) else STOPPED)
+        status = FAILED if result.error else ended_status(metrics)  # finished once it reached its last step
         best = metrics.get(BEST_OBJECTIVE)
         best = best if isinstance(best, (int, float)) and math.isfinite(best) else None
         if status == DIVERGED:

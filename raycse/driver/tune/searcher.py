@@ -12,7 +12,8 @@ import time
 from ray import tune
 from ray.tune.search.optuna import OptunaSearch
 
-from raycse.records import DIVERGED_KEY, FINAL, RAY_TRIAL_ID
+from raycse.driver.outcome import reached_last_step
+from raycse.records import BEST_OBJECTIVE, DIVERGED_KEY, FINAL, OBJECTIVE, RAY_TRIAL_ID
 from raycse.tracking.latency import LATENCIES
 
 
@@ -68,8 +69,9 @@ class TaggedOptunaSearch(OptunaSearch):
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False):
         """What the study learns from a trial means the same for every trial: a finished trial is COMPLETE with
-        its best objective; one ASHA stopped is PRUNED (TPE ranks it by its last intermediate value and step); a
-        diverged one FAILED, never a made-up worst objective."""
+        its best objective, also one that ASHA stopped at its last step (it ran every step: its best is what its
+        final report would have said); one ASHA stopped earlier is PRUNED (TPE ranks it by its last intermediate
+        value and step); a diverged one FAILED, never a made-up worst objective."""
         started = time.perf_counter()
         if self._finished_in_study(trial_id):
             self._completed_trials.add(trial_id)
@@ -77,7 +79,8 @@ class TaggedOptunaSearch(OptunaSearch):
         if result and result.get(DIVERGED_KEY):
             result, error = None, True
         elif result and not result.get(FINAL):
-            result = None  # no value and no error: Ray's OptunaSearch tells it PRUNED
+            # the best over the run, as a final report has it; else no value and no error: OptunaSearch tells PRUNED
+            result = {**result, OBJECTIVE: result.get(BEST_OBJECTIVE)} if reached_last_step(result) else None
         super().on_trial_complete(trial_id, result, error)
         self._asked_here().discard(trial_id)
         seconds = time.perf_counter() - started

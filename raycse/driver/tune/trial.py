@@ -9,6 +9,9 @@ one a resumed search restarts, continues from its last evaluation rather than fr
 A trial whose completion MLflow already holds (its run FINISHED by the driver) is never trained again: a search
 killed between that moment and Tune's next save of its own state would otherwise re-run it on --resume.
 Such a trial replays its recorded final result instead (`replayed_result`).
+
+A user's own loss reaches the trial's node with the job (Ray ships its file: raycse/training/ray_runtime.py); before
+it trains, the trial checks that the module it imports there is the very file the search started with.
 """
 from __future__ import annotations
 
@@ -49,8 +52,6 @@ from raycse.settings.config import TrainConfig
 from raycse.settings.space import SearchSpace, TrialSpec
 
 COMPILE_RECORD = "raycse-compile-seconds.json"  # per node, in the system's temp directory
-
-
 
 
 # ------------------------------------------------------------------------------------------ reports
@@ -196,6 +197,7 @@ def run_trial(tune_config: dict, space: SearchSpace, context: TrialContext, shar
         tune.report(replay)
         return
     spec = TrialSpec.of(tune_config, space.base.seed)
+    _check_own_losses(space)
     output_dir = tempfile.mkdtemp(prefix="raycse-trial-")
     complementary_dir = None
     try:
@@ -225,6 +227,15 @@ def run_trial(tune_config: dict, space: SearchSpace, context: TrialContext, shar
         if complementary_dir:
             shutil.rmtree(complementary_dir, ignore_errors=True)
         trial_ended()
+
+
+def _check_own_losses(space: SearchSpace) -> None:
+    """Each user's loss the space trains is importable on this node, from the file the search started with."""
+    if space.loss_sources():
+        from raycse.losses.own import check_shipped
+
+        for source in space.loss_sources():
+            check_shipped(source)
 
 
 def _restore(checkpoint, output_dir: str) -> bool:

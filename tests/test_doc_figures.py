@@ -1,0 +1,90 @@
+"""Every measured figure of README.md and docs/ comes from one recorded result (scripts/doc_figures.py).
+
+A figure a page cites is a span `<!-- figure:NAME -->...<!-- /figure -->` that the script fills from its record in
+benchmarks/results/ (named, with its date and machine, in benchmarks/results/figures.json), or a line of a block
+quoted from a record (`<!-- from:RECORD -->`). These tests fail when a page's figure disagrees with its record, when
+a quoted line is not in its record, and when a page states a figure with a unit (s, min, h, %, MB, GB, ...) that is
+neither generated nor a design constant that figures.json lists with its reason.
+"""
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("doc_figures", ROOT / "scripts" / "doc_figures.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+FIGURES = _script()
+TABLE = FIGURES.table()
+CHECKED_PAGES = [page for page in FIGURES.pages()
+                 if str(page.relative_to(ROOT)) not in FIGURES.GENERATED_PAGES]
+
+
+def test_every_figure_names_a_record_with_its_date_and_machine_and_reads_from_it():
+    for name, spec in TABLE["figures"].items():
+        if "record" in spec:
+            assert (FIGURES.RESULTS / spec["record"]).is_file(), f"{name}: no record {spec['record']}"
+            record = TABLE["records"].get(spec["record"])
+            assert record and record.get("date") and record.get("machine"), f"{name}: {spec['record']} has no date " \
+                                                                              "and machine in figures.json"
+        elif "source" in spec:  # a setting of the repository's own files
+            assert (ROOT / spec["source"]).is_file(), f"{name}: no file {spec['source']}"
+        else:
+            assert "code" in spec or "expr" in spec, f"{name}: read from neither a record nor the code"
+        assert FIGURES.rendered(name, TABLE).strip(), name
+    for constant in TABLE["constants"]:
+        assert constant.get("why"), f"the design constant {constant['pattern']!r} says not why it is one"
+    for page, script in FIGURES.GENERATED_PAGES.items():  # each checked by its own test (test_reference, test_costs)
+        assert (ROOT / page).is_file() and (ROOT / script).is_file()
+
+
+def test_every_page_agrees_with_the_records_it_cites():
+    assert FIGURES.stale(TABLE) == [], "run python scripts/doc_figures.py (or mend the quote):\n" + \
+        "\n".join(FIGURES.stale(TABLE))
+
+
+@pytest.mark.parametrize("page", CHECKED_PAGES, ids=[str(page.relative_to(ROOT)) for page in CHECKED_PAGES])
+def test_every_figure_with_a_unit_is_generated_from_a_record_or_a_design_constant(page):
+    found = FIGURES.unmarked(page.read_text(encoding="utf-8"), TABLE)
+    assert found == [], (f"{page.relative_to(ROOT)}: figures with a unit that no record gives: mark each as "
+                         "<!-- figure:NAME -->...<!-- /figure --> (benchmarks/results/figures.json), quote its block "
+                         "with <!-- from:RECORD -->, or list it as a design constant there:\n" + "\n".join(found))
+
+
+def test_the_checks_fail_on_a_figure_that_disagrees_or_comes_from_nowhere():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    time = FIGURES.rendered("quickstart-time", TABLE)
+    span = f"<!-- figure:quickstart-time -->{time}<!-- /figure -->"
+    assert span in readme
+    edited = readme.replace(span, "<!-- figure:quickstart-time -->6 min 39 s<!-- /figure -->")
+    assert FIGURES.fill(edited, TABLE) == readme  # the script writes the record's figure back
+    assert FIGURES.unmarked(readme + "\nThe quick start takes 785 s.\n", TABLE)  # an unmarked figure is caught
+    assert not FIGURES.unmarked(readme + "\nEach claim is judged at 2.5% one-sided.\n", TABLE)  # a design constant
+    record, start, end = FIGURES.quoted_blocks(readme)[0]  # the quick start's transcript
+    assert FIGURES.misquoted(readme) == [] and (FIGURES.RESULTS / record).is_file()
+    line = readme[start:end].splitlines()[1]
+    quoted = readme[:start] + readme[start:end].replace(line, line + " in 475 s", 1) + readme[end:]
+    assert [wrong.split(":")[0] for wrong in FIGURES.misquoted(quoted)] == [record]
+    broken = readme.replace("<!-- figure:quickstart-time -->", "<!--\nfigure:quickstart-time -->")
+    assert FIGURES.unmarked(broken, TABLE)  # a broken marker leaves its figure unmarked
+
+
+def test_a_quoted_table_is_checked_row_by_row_and_covers_its_figures():
+    judging = (ROOT / "docs" / "judging.md").read_text(encoding="utf-8")
+    tables = [block for block in FIGURES.quoted_blocks(judging) if judging[block[1]:block[2]].lstrip().startswith("|")]
+    assert tables, "docs/judging.md quotes its table of candidate designs from a record"
+    record, start, end = tables[0]
+    assert FIGURES.misquoted(judging) == [] and judging[end:].startswith("\n\n")  # the block ends with the table
+    row = judging[start:end].splitlines()[2]
+    changed = judging[:start] + judging[start:end].replace(row, row.replace("%", "1%", 1)) + judging[end:]
+    assert [wrong.split(":")[0] for wrong in FIGURES.misquoted(changed)] == [record]
+    assert FIGURES.unmarked(judging.replace(f"<!-- from:{record} -->", ""), TABLE)  # unquoted, its figures count
