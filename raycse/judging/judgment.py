@@ -25,7 +25,7 @@ the full budget), one-sided 2.5% for "beats" and the same for "falls below". Alp
 function with gamma -2 (SPENDING_GAMMA), alpha(t) = alpha (1 - e^(2t)) / (1 - e^2): between O'Brien-Fleming (which
 spends almost nothing at 6 pairs: its t boundary there is 9.5) and Pocock. The boundaries are on the t scale, the
 paired t test repeated at the looks: each look's nominal p-value is calibrated on simulated null paths so that the
-look spends exactly its share of alpha (nominal_p; the equal-p-value carriage of the z boundaries overspends, 2.67%
+look spends exactly its share of alpha (nominal_p; the equal-p-value carriage of the z boundaries overspends, 2.70%
 of 2.5%, because the looks' sd estimates differ), and a look with fewer pairs than seeds (a seed one side lost)
 keeps the look's nominal p-value at its own df. One look is the fixed design's t interval. The repeated confidence
 interval at look k is mean +- c_t,k * sd / sqrt(n_k); it is valid whichever look stopped. Futility (non-binding, so
@@ -181,8 +181,8 @@ def nominal_p(looks: tuple[int, ...], alpha: float = ALPHA_ONE_SIDED,
     repeated at the looks spends alpha(t_k) - alpha(t_{k-1}) at look k, exactly for normal differences.
 
     The t statistics of the looks have a joint null law free of the unknown sd (pivotal), but it is not the z
-    statistics' multivariate normal: carrying z_boundaries to t by equal p-value spends 2.58% (O'Brien-Fleming
-    type) or 2.67% (Hwang-Shih-DeCani -2) of a nominal 2.5% over 6, 9, 12, 18 pairs, because the looks' sd estimates
+    statistics' multivariate normal: carrying z_boundaries to t by equal p-value spends 2.61% (O'Brien-Fleming
+    type) or 2.70% (Hwang-Shih-DeCani -2) of a nominal 2.5% over 6, 9, 12, 18 pairs, because the looks' sd estimates
     differ. So the boundaries are set on CALIBRATION_PATHS simulated null paths (a fixed seed: the same plan gives
     the same boundaries, on a resume too): at each look, among the paths not yet stopped, the boundary is the t
     value that the look's share of alpha of all paths reaches. Its Monte-Carlo error on the total alpha is about
