@@ -5,6 +5,7 @@ model's check, a command under a deadline, and each part's one summary line.
     python benchmarks/gpu_suite.py space FILE --sampler random --output F
     python benchmarks/gpu_suite.py check-minilm EVAL.json    # the untouched model's STS-B dev against the CPU figure
     python benchmarks/gpu_suite.py pins                      # the carried wheels' versions against this machine's
+    python benchmarks/gpu_suite.py paper-row OUTDIR          # the bench row the paper part's one-trial step is held to
     python benchmarks/gpu_suite.py supervise --deadline S --log F [--kill-when TEXT] -- COMMAND...
     python benchmarks/gpu_suite.py summary PART OUTDIR       # PART.json's one line (search and sampler: made here)
 
@@ -131,10 +132,11 @@ def check_pins() -> int:
 
 
 # ---------------------------------------------------------------------------------------------------- supervise
-def supervise(deadline: float, log: Path, kill_when: str | None, command: list[str]) -> int:
+def supervise(deadline: float, log: Path, kill_when: str | None, command: list[str], watch=None) -> int:
     """Run `command` in its own process group, its output to `log` (appended) and to stdout; SIGKILL the group (the
     command and the Ray runtime it started, as tests/test_search.py's kill does) at `deadline` seconds or once
-    `kill_when` appears in its output. Returns its exit status, or 124 when killed."""
+    `kill_when` appears in its output. `watch(pid)`, if given, is called with the command's process id every poll
+    (benchmarks/paper_part.py samples its processes' memory there). Returns its exit status, or 124 when killed."""
     import threading
 
     started, seen = time.monotonic(), threading.Event()
@@ -153,6 +155,8 @@ def supervise(deadline: float, log: Path, kill_when: str | None, command: list[s
         reader.start()
         killed = None
         while proc.poll() is None:
+            if watch is not None:
+                watch(proc.pid)
             if time.monotonic() - started > deadline:
                 killed = f"its deadline ({deadline:.0f} s)"
             elif seen.is_set():
@@ -213,7 +217,69 @@ def _batch(out: Path) -> str:
     return f"{data['cached_batch_size']} in chunks of {data['batch_size']} ({data['shape']})"
 
 
+def _beside(run: dict, name: str, unit: str, digits: int = 1) -> str:
+    """A measured figure with the dry run's prediction in brackets ('-' where there is none)."""
+    def shown(value):
+        return "-" if value is None else f"{value:.{digits}f}"
+    predicted = (run.get("predicted") or {}).get(name) or {}
+    return f"{shown(run['measured'].get(name))} [{shown(predicted.get('value'))}] {unit}".rstrip()
+
+
+def _steady(measured: dict) -> str:
+    """The step after the first evaluation, when the log gave one (the mean above counts the eager steps run while
+    compile: auto compiles)."""
+    steady = measured.get("steady_step_ms")
+    return "" if steady is None else f" ({steady:.1f} ms after the first evaluation)"
+
+
+def paper_row(out: Path) -> str:
+    """The `raycse bench` row (its step-*.json name in OUTDIR) of the paper part's fewest-trials search's shape and
+    batch, compiled as its trials were; '' before that search has run."""
+    path = out / "paper.json"
+    runs = json.loads(path.read_text())["runs"] if path.is_file() else []
+    if not runs:
+        return ""
+    run = min(runs, key=lambda r: r["sharing"])
+    return "step-bert-base-64" + ("" if run["measured"].get("compile_s") else "-eager")
+
+
+def paper_line(data: dict, bench: dict | None = None) -> str:
+    """Each sharing's figures from paper.json (benchmarks/paper_part.py), the dry run's prediction in brackets; and
+    the fewest-trials search's step against `bench`, raycse bench's step of the same shape, batch and precision."""
+    setting = data["setting"]
+    cells = []
+    for run in data["runs"]:
+        m = run["measured"]
+        gpu = ", ".join(f"{m[key] / 1024:.1f} GiB {where}" for key, where in (("gpu_trial_peak_mib", "a trial"),
+                                                                               ("gpu_peak_mib", "in all"))
+                       if m.get(key) is not None) or "- (no GPU)"
+        share = "-" if m.get("checkpoint_share") is None else f"{100 * m['checkpoint_share']:.1f}%"
+        sentences = "the whole corpus" if m.get("sentences") is None else f"{m['sentences']:,} sentences"
+        cells.append(
+            f"{run['sharing']} a GPU: step {_beside(run, 'step_ms', 'ms')}{_steady(m)}, "
+            f"evaluation {_beside(run, 'eval_s', 's', 2)}"
+            f", checkpoints {_beside(run, 'checkpoint_s', 's')} a trial ({share} of it), best/ "
+            f"{_beside(run, 'best_gb', 'GB', 2)}, last/ {_beside(run, 'last_gb', 'GB', 2)}, disk peak "
+            f"{_beside(run, 'disk_peak_gb', 'GB', 2)}, tokenising {sentences} "
+            f"{_beside(run, 'tokenize_s', 's')}, start-up {_beside(run, 'startup_s', 's')}, wall "
+            f"{_beside(run, 'wall_s', 's', 0)}; GPU memory {gpu}; resident memory: driver "
+            f"{m.get('driver_peak_rss_mb') or 0:.0f} MB, a trial {m.get('trial_peak_rss_mb') or 0:.0f} MB "
+            f"({m.get('trial_peak_uss_mb') or 0:.0f} MB its own)")
+    if bench and data["runs"]:
+        run = min(data["runs"], key=lambda r: r["sharing"])
+        step = run["measured"].get("steady_step_ms") or run["measured"]["step_ms"]
+        after = " after the first evaluation" if run["measured"].get("steady_step_ms") else ""
+        cells.append(f"{run['sharing']} a GPU{after} against raycse bench's {bench['ms_per_step']:.1f} ms "
+                     f"({bench.get('device')}): {step / bench['ms_per_step']:.2f}x (at most 1.15x wanted)")
+    return (f"paper ({setting['shape']} shape, random weights, {setting['corpus']}, {setting['steps']} steps a trial; "
+            f"measured [the dry run's prediction]): " + (" | ".join(cells) or "no search finished yet"))
+
+
 def summarize(part: str, out: Path) -> str:
+    if part == "paper":
+        path, row = out / "paper.json", out / f"{paper_row(out)}.json"
+        bench = json.loads(row.read_text()) if row.is_file() else None
+        return paper_line(json.loads(path.read_text()), bench) if path.is_file() else "paper: no search finished yet"
     if part == "search":
         summary = search_summary(out / "state" / "search")
         if summary is None:
@@ -284,6 +350,7 @@ def main(argv: list[str] | None = None) -> int:
     variant.add_argument("--output", type=Path, required=True)
     sub.add_parser("check-minilm").add_argument("eval_json", type=Path)
     sub.add_parser("pins")
+    sub.add_parser("paper-row").add_argument("out", type=Path)
     run = sub.add_parser("supervise")
     run.add_argument("--deadline", type=float, required=True)
     run.add_argument("--log", type=Path, required=True)
@@ -301,6 +368,8 @@ def main(argv: list[str] | None = None) -> int:
         return check_minilm(args.eval_json)
     elif args.what == "pins":
         return check_pins()
+    elif args.what == "paper-row":
+        print(paper_row(args.out))
     elif args.what == "supervise":
         command = args.command[1:] if args.command[:1] == ["--"] else args.command
         return supervise(args.deadline, args.log, args.kill_when, command)

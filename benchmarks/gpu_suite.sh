@@ -3,7 +3,11 @@
 #
 #   bash benchmarks/gpu_suite.sh [--rehearse] [--random-weights] OUTDIR [PART...]
 #
-# PART, in order of value (default: all five, in this order):
+# PART, in order of value (default: all six, in this order):
+#   paper      the papers' setting at its scale (benchmarks/paper_part.py): BERT-base's shape, random weights, the
+#              synthetic million sentences, 2,000 steps a trial with 1, 2 and 4 trials sharing the GPU (one search
+#              each, over two calls); each figure beside the dry run's prediction; then the BERT-base bench row its
+#              one-trial step is held to
 #   search     the full focal.yaml search on the real weights: search stage, choosing, sequential judging, test tasks
 #   sampler    the default sampler against random on the full budget's search stage, sampler seeds 0, 1, 2 each
 #   cached     gradient caching on BERT-base (raycse bench --cached): eager, then compiled
@@ -12,7 +16,9 @@
 # Each part logs to OUTDIR/PART.log, writes its JSON under OUTDIR and prints one summary line (also appended to
 # OUTDIR/summary.txt). SUITE_DEADLINE seconds after the start (default 540: a 600-second call less its margin), a
 # part stops where it is: the same command again on the same machine (keep OUTDIR, e.g. under /tmp) goes on from
-# there (the search with --resume, the landscape from its file; a finished step is never run again).
+# there (the search with --resume, the landscape from its file; a finished step, or paper search, is never run again).
+# A part that cannot finish in the time left does not start: a paper search whose predicted wall clock does not fit,
+# a fresh search with under $search_needs seconds left.
 #
 # --rehearse: every part on this CPU machine through the same commands, with tiny settings (below), a fake GPU in
 #   Ray (RAY_OVERRIDE_RESOURCES: Ray schedules trials on it as on one GPU; torch finds no CUDA and runs on the CPU),
@@ -31,7 +37,7 @@ while [[ ${1:-} == --* ]]; do
   esac
   shift
 done
-out=${1:?usage: gpu_suite.sh [--rehearse] [--random-weights] OUTDIR [search sampler cached landscape step]}; shift
+out=${1:?usage: gpu_suite.sh [--rehearse] [--random-weights] OUTDIR [paper search sampler cached landscape step]}; shift
 parts=$*
 mkdir -p "$out/state" && out=$(cd "$out" && pwd)
 helpers=$PWD/benchmarks/gpu_suite.py
@@ -45,27 +51,31 @@ if ((rehearse)); then
   [ -f "$MINILM_FP16/model.safetensors" ] || python3 benchmarks/minilm_fp16.py --output "$MINILM_FP16" || exit 1
   # a 2-layer BERT, 48 STS-B dev pairs, focal.yaml with 2 search trials of 4 steps, 1 choosing and 2 judging seeds
   space=$(python3 "$helpers" rehearsal "$out/rehearsal") || exit 1
-  sampler_seeds="0"
+  sampler_seeds="0" search_needs=0
   landscape=(--preset rehearse --space "$space" --jobs 2)
   big=tiny small=tiny b=8 B=16 steps=2 warm=1 trials="1 2" cached_steps=(--steps 1 --warmup 0)
   cached_losses=(simcse simcse)  # eager, compiled
   kill_first_search="finished: best objective"
-  parts=${parts:-search search sampler cached landscape step}  # the search twice: killed, then resumed
+  paper=(--rehearse "$out/rehearsal")  # the 2-layer BERT, 6 steps of 8, 2,048 sentences, 2 trials on the fake GPU
+  parts=${parts:-paper search search sampler cached landscape step}  # the search twice: killed, then resumed
 else
   space=$PWD/search_spaces/focal.yaml
   sampler_seeds="0 1 2"
+  search_needs=240  # a fresh search starts only with this many seconds left: 185 s on one H100 (2026-11-26), and a margin
   landscape=(--preset gpu --jobs 8)
   big=bert-base small=minilm b=64 B=512 steps=50 warm=10 trials="1 2 4 8" cached_steps=(--steps 20 --warmup 5)
   cached_losses=(simcse,focal,simcse-sup,dclr simcse,focal)  # eager, compiled (about 40 s to compile a graph)
   kill_first_search=""
-  parts=${parts:-search sampler cached landscape step}
+  paper=()
+  parts=${parts:-paper search sampler cached landscape step}
 fi
 source benchmarks/device_env.sh || exit 1
-# the real weights are checked before anything else runs (the parts that time random-weight shapes need none)
-if [[ " $parts " =~ \ (search|sampler|landscape)\  ]]; then
+# the real weights are checked before anything else runs (the parts that time random-weight shapes need none; the
+# paper part needs only the tokenizer of what `minilm` resolves to)
+if [[ " $parts " =~ \ (paper|search|sampler|landscape)\  ]]; then
   device_minilm || { echo "gpu_suite: error: the model check failed; nothing ran" >&2; exit 1; }
 fi
-if [[ " $parts " =~ \ (search|sampler|step)\  ]]; then
+if [[ " $parts " =~ \ (paper|search|sampler|step)\  ]]; then
   python3 -c "import ray.tune, ray.train, optuna, mlflow, sqlalchemy" || {
     echo "gpu_suite: error: Ray, Optuna or MLflow is missing: carry .whl and .gpu (a machine that went cold has lost" \
          "them; benchmarks/README.md, the call plan)" >&2; exit 1; }
@@ -98,14 +108,37 @@ bench() {  # bench NAME ARGS...: one `raycse bench` row into OUTDIR/NAME.json, u
   local name=$1; shift
   [ -s "$out/$name.json" ] || run step python3 -m raycse bench "$@" --output "$out/$name.json"
 }
+# the BERT-base batch-64 rows, compiled and eager: the step part's, and the paper part's yardstick
+step-bert-base-64() {
+  bench step-bert-base-64 --shape "$big" --batch-size "$b" --steps "$steps" --warmup "$warm" --profile "$out/bert-base-64.prof.txt"
+}
+step-bert-base-64-eager() {
+  bench step-bert-base-64-eager --shape "$big" --batch-size "$b" --steps "$steps" --warmup "$warm" --no-compile --no-eval --no-baseline
+}
 summary() { python3 "$helpers" summary "$1" "$out"; }
 
 # --------------------------------------------------------------------------------------------------- the parts
 for part in $parts; do
   echo "== $part ($(left) s left)"
   case $part in
+  paper)  # one search for each sharing, each skipped once measured; one cut off at the deadline runs again
+    if (($(left) > 0)); then
+      python3 benchmarks/paper_part.py "$out" --deadline "$(left)" "${paper[@]}" >/dev/null
+      rc=$?
+      ((rc == 0 || rc == 124)) || { failed=1; echo "gpu_suite: paper failed ($rc)" >&2; tail -n 25 "$out/paper.log" >&2; }
+    fi
+    # `raycse bench`'s row of the fewest-trials search's shape, batch and precision, compiled as its trial was (the
+    # step part then skips it): a step inside a trial should take at most 1.15 times the bench's
+    row=$(python3 "$helpers" paper-row "$out")
+    [ -n "$row" ] && "$row"
+    summary paper
+    ;;
   search)
     [ -s "$out/search.json" ] && { summary search; continue; }
+    if [ ! -e "$out/state/search" ] && (($(left) < search_needs)); then  # a later call on this machine resumes one
+      echo "gpu_suite: search not started: $(left) s left, it needs about $search_needs s" | tee -a "$out/search.log"
+      summary search; continue
+    fi
     kill=()  # the rehearsal's first search call: killed once a trial has finished, so that the next one resumes
     [ -n "$kill_first_search" ] && [ ! -e "$out/state/search.killed" ] && kill=(--kill-when "$kill_first_search")
     search "$out/state/search" supervised search "${kill[@]}" -- python3 -m raycse search --space "$space"
@@ -148,17 +181,17 @@ for part in $parts; do
   step)
     [ -s "$out/step-concurrent.json" ] || run step python3 benchmarks/concurrent.py --shape "$small" --batch-size "$b" \
       --steps "$steps" --warmup "$warm" --trials $trials --output "$out/step-concurrent.json"
-    bench step-bert-base-64 --shape "$big" --batch-size "$b" --steps "$steps" --warmup "$warm" --profile "$out/bert-base-64.prof.txt"
+    step-bert-base-64
     bench step-imsimcse-64 --shape "$big" --batch-size "$b" --steps "$steps" --warmup "$warm" --loss imsimcse --no-eval --no-baseline
     bench step-dclr-64 --shape "$big" --batch-size "$b" --steps "$steps" --warmup "$warm" --loss dclr --no-eval --no-baseline
     bench step-bert-base-512 --shape "$big" --batch-size "$B" --steps "$steps" --warmup "$warm" --no-eval --profile "$out/bert-base-512.prof.txt"
     bench step-minilm-512 --shape "$small" --batch-size "$B" --steps "$steps" --warmup "$warm" --no-eval --no-baseline
     bench step-minilm-64 --shape "$small" --batch-size "$b" --steps "$steps" --warmup "$warm" --no-eval --no-baseline
-    bench step-bert-base-64-eager --shape "$big" --batch-size "$b" --steps "$steps" --warmup "$warm" --no-compile --no-eval --no-baseline
+    step-bert-base-64-eager
     bench step-bert-base-512-eager --shape "$big" --batch-size "$B" --steps "$steps" --warmup "$warm" --no-compile --no-eval --no-baseline
     summary step
     ;;
-  *) echo "gpu_suite: unknown part $part (search sampler cached landscape step)" >&2; exit 2 ;;
+  *) echo "gpu_suite: unknown part $part (paper search sampler cached landscape step)" >&2; exit 2 ;;
   esac
 done
 echo "== done in ${SECONDS} s; summary lines in $out/summary.txt"

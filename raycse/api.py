@@ -30,7 +30,7 @@ from raycse.settings.options import (  # noqa: F401 - Option, TRACKING_HELP: the
 from raycse.tracking.stores import resolve_tracking_uri  # noqa: F401 - the command line's
 
 if TYPE_CHECKING:
-    from raycse.bench.dry_run import DryRun
+    from raycse.bench.dry_run import ComparePlan, DryRun
     from raycse.comparing import ComparisonOutcome
     from raycse.driver.outcome import SearchOutcome
     from raycse.exporting import ExportResult
@@ -44,7 +44,7 @@ def search(space: str | os.PathLike | SearchSpace, *, num_samples: int | None = 
            seed: int | None = None, choose_seeds: int | None = None, judge_seeds: int | None = None,
            confirm: bool = True, tracking_uri: str | None = None, optuna_storage: str | None = None,
            storage_path: str | None = None, state: str | None = None, budget: str = "auto", resume: bool = False,
-           experiment: str | None = None, log: Callable[[str], None] | None = None,
+           keep_checkpoints: bool = False, experiment: str | None = None, log: Callable[[str], None] | None = None,
            _started_at: float | None = None) -> SearchOutcome:
     """Run (or, with resume=True, continue) a search over a space file: `raycse search`.
 
@@ -93,8 +93,8 @@ def compare(spaces: list[str | os.PathLike | SearchSpace], *, num_samples: int |
             max_concurrent: int | None = None, seed: int | None = None, choose_seeds: int | None = None,
             judge_seeds: int | None = None, tracking_uri: str | None = None, optuna_storage: str | None = None,
             storage_path: str | None = None, state: str | None = None, budget: str = "auto",
-            experiment: str | None = None, output_dir: str = "compare", log: Callable[[str],
-            None] | None = None) -> ComparisonOutcome:
+            keep_checkpoints: bool = False, experiment: str | None = None, output_dir: str = "compare",
+            dry_run: bool = False, log: Callable[[str], None] | None = None) -> ComparisonOutcome | ComparePlan:
     """Compare losses fairly (`raycse compare`, docs/compare.md): each loss searched with the same budget, then the
     tuned winners and published points judged on the same fresh seeds, with Holm's family-wise error control.
 
@@ -107,7 +107,8 @@ def compare(spaces: list[str | os.PathLike | SearchSpace], *, num_samples: int |
 
     Returns:
         The `ComparisonOutcome`: `.summary` (compare_summary.json's contents: the arms' figures and the `pairs`,
-        each with its adjusted interval, n and verdict), `.searches` (each loss's `SearchOutcome`), `.pairs`.
+        each with its adjusted interval, n and verdict), `.searches` (each loss's `SearchOutcome`), `.pairs`; with
+        dry_run=True, the `ComparePlan`: `.searches` (each loss's `DryRun`), `.wall_seconds()`, `.gpu_hours()`.
 
     Raises:
         ConfigError: A space or an option is wrong, or the spaces cannot be compared, before anything starts.
@@ -123,10 +124,11 @@ def compare(spaces: list[str | os.PathLike | SearchSpace], *, num_samples: int |
                 print(pair["a"], "-", pair["b"], pair["verdict"])
     """
     loaded, options, name, out_dir = compare_inputs(spaces, dict(locals()))
+    from raycse.bench.compare_plan import plan_comparison
     from raycse.comparing import run_comparison
     from raycse.driver.state import say
-
-    return run_comparison(loaded, options, name, out_dir, log=log or say)
+    return (plan_comparison(loaded, options, name) if dry_run  # its plan and cost, nothing run (--dry-run)
+            else run_comparison(loaded, options, name, out_dir, log=log or say))
 
 
 def plan(space: str | os.PathLike | SearchSpace, *, step_ms: float | None = None, gpus: int | None = None,
@@ -138,17 +140,17 @@ def plan(space: str | os.PathLike | SearchSpace, *, step_ms: float | None = None
         space:
             The space file, as `search` takes it: a path, a shipped space's name or a `SearchSpace`. Required.
         step_ms:
-            A training step's milliseconds, a number > 0. Default: None (measured on this machine: a few steps).
+            A trial's step in ms (> 0), GPUs shared as planned. Default: None (CPU: measured here; GPU: recorded).
         gpus:
             Plan for this many GPUs, an integer >= 0. Default: None (this machine's).
         **options:
             The search's options, as `search` takes them (num_samples, budget, ...). Default: `search`'s defaults.
 
     Returns:
-        The `DryRun`: `.budget`, `.stages` (trials, seeds, resources), `.trials`, `.trial_hours`, `.gpu_hours`.
+        The `DryRun`: `.budget`, `.stages`, `.trials`, `.wall_hours`, `.gpu_hours`, `.disk_bytes`, `.cost` (the model).
 
     Raises:
-        ConfigError: An argument or the space file is wrong, or an option is not a search's.
+        ConfigError: An argument or the space file is wrong, an option is not a search's, or a GPU plan has no step.
 
     Example:
 
@@ -159,10 +161,8 @@ def plan(space: str | os.PathLike | SearchSpace, *, step_ms: float | None = None
             plan = raycse.plan("focal", step_ms=150, gpus=1)
             print(plan.budget, plan.trials, "trials", round(plan.gpu_hours, 2), "GPU-hours")
     """
-    space, values = plan_inputs(space, step_ms, gpus, options)
     from raycse.bench.dry_run import plan_search
-
-    return plan_search(space, values, step_ms=step_ms, gpus=gpus)
+    return plan_search(*plan_inputs(space, step_ms, gpus, options), step_ms=step_ms, gpus=gpus)
 
 
 @with_setting_docs(TRAIN_DERIVED_DEFAULTS)

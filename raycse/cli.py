@@ -110,23 +110,33 @@ raycse search --space search_spaces/focal.yaml --resume                 # contin
     p.add_argument("--space", required=True, metavar="SPACE", help="a search-space file, e.g. "
                    "search_spaces/focal.yaml (required; `raycse spaces` lists the shipped ones)")
     add_options(p, api.SEARCH_OPTIONS)
+    _add_plan_flags(p, dry_run="print the budget, every stage with its trials, seeds and resources, and the wall "
+                    "clock, GPU-hours and disk it would take; creates no store, folder or Ray cluster (default: off)")
+    p.set_defaults(func=_cmd_search, parser=p)
+
+
+def _add_plan_flags(p, dry_run: str | None = None) -> None:
+    """--step-ms and --gpus, what a plan is made for (and --dry-run with its help, unless an option table has it)."""
     dry = p.add_argument_group("the plan without running it")
-    dry.add_argument("--dry-run", action="store_true", help="print the budget, every stage with its trials, seeds "
-                     "and resources, and an estimate of trial-hours; creates no store, folder or Ray cluster "
-                     "(default: off)")
-    dry.add_argument("--step-ms", type=float, default=None, metavar="MS", help="with --dry-run: a training step's "
-                     "milliseconds (default: measured on this machine: a few steps and one evaluation)")
+    if dry_run:
+        dry.add_argument("--dry-run", action="store_true", help=dry_run)
+    dry.add_argument("--step-ms", type=float, default=None, metavar="MS", help="with --dry-run: a trial's training "
+                     "step in milliseconds, with the plan's trials sharing each GPU (default: a CPU plan measures a "
+                     "few steps here; a GPU plan takes a recorded GPU figure for its model, or is refused)")
     dry.add_argument("--gpus", type=int, default=None, metavar="N", help="with --dry-run: plan for N GPUs (the "
                      "full budget when N > 0, the CPU budget when 0; default: this machine's)")
-    p.set_defaults(func=_cmd_search, parser=p)
+
+
+def _plan_flags_need_dry_run(args) -> None:
+    for name in ("step_ms", "gpus"):
+        if getattr(args, name) is not None:
+            raise ConfigError.at(name, "only applies with --dry-run")
 
 
 def _cmd_search(args) -> int:
     if args.dry_run:
         return _cmd_dry_run(args)
-    for name in ("step_ms", "gpus"):
-        if getattr(args, name) is not None:
-            raise ConfigError.at(name, "only applies with --dry-run")
+    _plan_flags_need_dry_run(args)
     from raycse.reporting.tables import format_search_summary, format_timings
 
     outcome = api.search(args.space, **option_values(args, api.SEARCH_OPTIONS), _started_at=args.started_at)
@@ -167,16 +177,25 @@ def _add_compare(sub) -> None:
                    "verdicts and compare_summary.json follow.", """
 raycse compare --space simcse --space focal
 raycse compare --space focal --space imsimcse --space barlow --budget cpu --experiment losses-cpu
-raycse compare --space simcse --space focal --state runs/compare     # every store in one folder""")
+raycse compare --space simcse --space focal --state runs/compare     # every store in one folder
+raycse compare --space simcse --space focal --dry-run --gpus 1       # the plan and its cost, nothing run""")
     p.add_argument("--space", required=True, action="append", metavar="SPACE", help="a search-space file (one loss), "
                    "given once per loss, at least twice (required; `raycse spaces` lists the shipped ones)")
     add_options(p, api.COMPARE_OPTIONS)
+    _add_plan_flags(p)
     p.set_defaults(func=_cmd_compare, parser=p)
 
 
 def _cmd_compare(args) -> int:
     from raycse.reporting.compare_table import format_comparison
 
+    if args.dry_run:
+        from raycse.bench.compare_plan import format_compare_plan, plan_comparison
+
+        loaded, options, name, _ = api.compare_inputs(args.space, option_values(args, api.COMPARE_OPTIONS))
+        print(format_compare_plan(plan_comparison(loaded, options, name, step_ms=args.step_ms, gpus=args.gpus)))
+        return EXIT_OK
+    _plan_flags_need_dry_run(args)
     outcome = api.compare(args.space, **option_values(args, api.COMPARE_OPTIONS))
     print(format_comparison(outcome.summary), flush=True)
     print(f"MLflow: comparison {outcome.name!r}, parent run {outcome.parent_run_id}; summary: {outcome.summary_path}")

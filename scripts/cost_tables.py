@@ -1,48 +1,139 @@
-"""Write docs/costs.md: each shipped space file's plan on the full budget (`raycse search --space S --dry-run
---budget full --step-ms MS --gpus N`), for one GPU and for eight, from one measured step time.
+"""Write docs/costs.md: what each shipped space file's search costs by the cost model (raycse/bench/cost_model.py),
+on the full budget and, where the file states one, on the paper's (`--budget paper`), on one GPU and on eight; the
+model against the two runs it was checked on; and the dry run of focal.yaml's full and paper budgets on one GPU.
 
     python scripts/cost_tables.py           write docs/costs.md
     python scripts/cost_tables.py --check   exit 1 when docs/costs.md is not what this script writes
 
-The step time is all-MiniLM-L6-v2's training step with four trials sharing an H100, read from its record
-(benchmarks/results/figures.json, `step-ms-shared-4`): a space that trains another model, or a longer sequence,
-costs more in proportion.
+A space whose step has a recorded GPU figure (its model's shape at its batch and sequence length,
+raycse/bench/cost_figures.py) is planned from it, as `raycse search --dry-run` plans it. One without (DCLR's batch
+128, the supervised files' batch 32) is planned with --step-ms: its shape's recorded step at batch 64 in proportion
+to the rows of its batch; the table marks it.
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
+import statistics
 import sys
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
-import doc_figures  # noqa: E402  (beside this script)
-
+sys.path.insert(0, str(ROOT))
 COSTS = ROOT / "docs" / "costs.md"
-STEP_FIGURE = "step-ms-shared-4"  # MiniLM, batch 64, four trials sharing one H100 (its record names the date)
-STEP_MS = doc_figures.value(STEP_FIGURE)
 GPU_COUNTS = (1, 8)
+H100_RUN = "benchmarks/results/h100-2026-11-26/search.json"
+CPU_RUN = "benchmarks/results/cpu-mainjob-2026-11-26/"
+
+
+def plan(path: Path, budget: str, gpus: int):
+    """(the plan, how its step was had): its recorded GPU step, else its shape's at batch 64 by rows."""
+    import raycse
+    from raycse.bench import cost_figures
+    from raycse.errors import ConfigError
+
+    try:
+        return raycse.plan(str(path), gpus=gpus, budget=budget), "recorded"
+    except ConfigError as err:
+        if err.key != "step_ms":
+            raise
+    from raycse.bench.dry_run import model_facts
+    from raycse.settings.space import load_space
+
+    space = load_space(path).with_budget(budget)
+    shape = model_facts(space.base.model)[1]
+    record = next(r for r in cost_figures.GPU_STEPS if r.shape == shape and r.batch_size == 64)
+    step_ms = record.ms(max(1, round(1 / space.resources.gpus_per_worker))) * space.base.batch_size / 64
+    return raycse.plan(str(path), gpus=gpus, budget=budget, step_ms=step_ms), f"{shape} at batch 64 x rows"
+
+
+def rows() -> list[str]:
+    from raycse.bench.dry_run import duration
+    from raycse.errors import ConfigError
+    from raycse.settings.space import load_space
+    from raycse.settings.space_files import packaged_spaces
+
+    lines = ["| space | budget | GPUs | trials | step | wall clock, expected | at most | GPU-hours, expected | at most "
+             "| disk, peak |", "|---|---|---|---|---|---|---|---|---|---|"]
+    unplanned = []
+    for name, path in packaged_spaces().items():
+        budgets = ["full"] + (["paper"] if load_space(path).paper_budget else [])
+        for budget, gpus in ((budget, gpus) for budget in budgets for gpus in GPU_COUNTS):
+            try:
+                run, how = plan(path, budget, gpus)
+            except ConfigError as err:  # the dry run refuses it, as it would at the command line
+                if gpus == GPU_COUNTS[0]:
+                    unplanned.append(f"- {name}.yaml, {budget} budget: the dry run refuses it: {err}.")
+                continue
+            cost = run.cost
+            lines.append(f"| {name}.yaml | {budget} | {gpus} | {run.trials} | {run.step_ms:.1f} ms ({how}) | "
+                         f"{duration(cost.wall_seconds())} | {duration(cost.wall_seconds(expected=False))} | "
+                         f"{cost.gpu_hours():.2f} | {cost.gpu_hours(expected=False):.2f} | "
+                         f"{run.disk_bytes / 1e9:.1f} GB |")
+    return lines + ([""] + unplanned if unplanned else [])
+
+
+def measured_runs() -> list[str]:
+    """The model fed the trials each stage ran, beside what two runs took (tests/test_costs.py holds them within a
+    quarter): the H100 run from figures recorded on another day; the CPU main job with its own step and evaluation
+    seconds (what the dry run measures on this machine before a CPU search)."""
+    import raycse
+    from raycse.bench import cost_figures
+    from raycse.bench.cost_model import Figure
+
+    h100 = json.loads((ROOT / H100_RUN).read_text())
+    ran = Counter(trial["stage"] for trial in h100["trials"])
+    gpu = raycse.plan("focal", gpus=1, budget="full").cost.as_ran(dict(ran))
+    summary = json.loads((ROOT / CPU_RUN / "search_summary.json").read_text())
+    records = summary["trials"]
+    step = sum(t["timings"]["trial_train_s"] for t in records) / sum(t["steps"] for t in records)
+    runs = [r for stage in json.loads((ROOT / CPU_RUN / "trials.json").read_text())["stages"].values() for r in stage]
+    dev = statistics.fmean(r["reports"][-1]["eval_s"] / len(r["reports"]) for r in runs)
+    cpu_plan = raycse.plan("focal", gpus=0, step_ms=1000 * step)
+    rates = cost_figures.cpu_rates(Figure(step, "run"), Figure(dev, "run"), cpu_plan.weight_bytes, 11_914)
+    cpu = dataclasses.replace(cpu_plan.cost, rates=rates, slots=2).as_ran(dict(Counter(t["stage"] for t in records)))
+    lines = ["| run | trials that ran | measured | the model | stages, measured / the model |", "|---|---|---|---|---|"]
+    for name, record, cost, timings in (("focal, full budget, one H100", H100_RUN, gpu, h100["timings"]),
+                                        ("focal, CPU budget, 2 cores", CPU_RUN + "search_summary.json", cpu,
+                                         summary["timings"])):
+        stages = ", ".join(f"{stage.name} {timings[f'time_{stage.name}_s']:.0f} / "
+                           f"{stage.seconds(cost.rates, cost.slots)[0]:.0f} s" for stage in cost.stages)
+        counts = ", ".join(f"{stage.name} {stage.runs():.0f}" for stage in cost.stages)
+        lines.append(f"| {name} ([record](../{record})) | {counts} | {timings['time_total_s']:.0f} s | "
+                     f"{cost.wall_seconds():.0f} s | {stages} |")
+    return lines
+
+
+def transcript(budget: str) -> list[str]:
+    import raycse
+    from raycse.bench.dry_run import format_dry_run
+
+    run = raycse.plan("focal", gpus=1, budget=budget)
+    text = format_dry_run(run).replace(str(run.space), "focal.yaml")
+    return [f"## focal.yaml, {budget} budget, one GPU: the dry run", "",
+            f"`raycse search --space focal --budget {budget} --dry-run --gpus 1`:", "", "```text", text, "```", ""]
 
 
 def cost_tables() -> str:
-    import raycse
-    from raycse.bench.dry_run import format_dry_run
-    from raycse.settings.space_files import packaged_spaces
-
     parts = ["# What a search costs", "",
-             "Generated by `python scripts/cost_tables.py` from each shipped space file's plan on the full budget, "
-             f"with a training step of {STEP_MS} ms (all-MiniLM-L6-v2, four trials sharing one H100, measured "
-             f"{doc_figures.record_of(STEP_FIGURE)['date']}: [its record](../benchmarks/results/"
-             f"{doc_figures.table()['figures'][STEP_FIGURE]['record']})). Each table is what",
-             "`raycse search --space S --dry-run --budget full --step-ms MS --gpus N` prints: every trial counted to "
-             "its end (an upper bound), excluding machines' start-up and the report. For your own space file, model "
-             "or cluster, run that command (without `--step-ms` it times a few steps on this machine).", ""]
-    for name, path in packaged_spaces().items():
-        for gpus in GPU_COUNTS:
-            run = raycse.plan(str(path), step_ms=STEP_MS, gpus=gpus, budget="full")
-            text = format_dry_run(run).replace(str(path), f"{name}.yaml")
-            parts += [f"## {name}.yaml on {gpus} GPU{'s' if gpus > 1 else ''}", "",
-                      f"{run.trials} trials, {run.gpu_hours:.2f} GPU-hours.", "", "```text", text.rstrip(), "```", ""]
+             "Generated by `python scripts/cost_tables.py` from the cost model that `raycse search --dry-run` prints "
+             "(raycse/bench/cost_model.py). A trial costs its start-up (a new worker for the first trial of each "
+             "slot, a reused one after), its steps at the step time with the plan's trials sharing each GPU, its "
+             "evaluations (and the seven test tasks where the file asks for them) and its checkpoint writes; a "
+             "stage lays its trials on its slots and ends with its last (the next waits for it); the judging "
+             "stage runs a block of seeds per look, each weighed by the chance that the looks before it did not "
+             "stop the judging; ASHA stops half the trials at each rung, expected. *At most* is the fixed "
+             "design's judging, with no trial stopped early. GPU-hours are the GPUs held for the wall clock. Every "
+             "figure the model reads names its record (raycse/bench/cost_figures.py); a GPU plan is never timed on "
+             "a CPU.", "",
+             "## Every shipped space file", "", *rows(), "",
+             "*recorded*: the step recorded on an H100 for the model's shape, batch and length; *x rows*: no record "
+             "for the batch, so the shape's batch-64 step in proportion (`--step-ms`).", "",
+             "## The model against measured runs", "",
+             "Fed the trials each stage ran (the judging's first look stopped the H100 run at 6 runs):", "",
+             *measured_runs(), "", *transcript("full"), *transcript("paper")]
     return "\n".join(parts)
 
 

@@ -40,6 +40,19 @@ _CACHE_DIR = tempfile.mkdtemp(prefix="raycse-test-cache-")
 os.environ["RAYCSE_CACHE_DIR"] = _CACHE_DIR
 
 
+@pytest.fixture(autouse=True)
+def _mlflow_tracking_uri_as_it_was():
+    """$MLFLOW_TRACKING_URI as the test found it, afterwards: MLflow 3's `set_tracking_uri` writes it into the
+    process's environment, so a test that records a search in-process would hand its store to every later test of
+    the same worker (a dry run then looked for the Optuna study beside another test's store)."""
+    before = os.environ.get("MLFLOW_TRACKING_URI")
+    yield
+    if before is None:
+        os.environ.pop("MLFLOW_TRACKING_URI", None)
+    else:
+        os.environ["MLFLOW_TRACKING_URI"] = before
+
+
 def pytest_xdist_auto_num_workers(config) -> int:
     """`-n auto` (pyproject's addopts): one test process per core, at most 4. A Ray-starting test starts a cluster of
     its own, a dozen processes and about a gigabyte; more of them at once would trade memory for little time."""

@@ -394,7 +394,9 @@ def test_a_drained_node_and_a_node_lost_while_its_trial_starts_count_no_failure(
         stop_processes([raylet, *raylet.children(recursive=True)], hard=True)
         before_the_loss = driver.text()
         assert driver.ended(timeout=600) == 0, driver.text()[-3000:]
-    second = next(tid for tid, _ in steps_of(driver.text()) if tid != first)
+    others = [tid for tid, _ in steps_of(driver.text()) if tid != first]
+    assert others, f"the second trial never reported:\n{driver.text()[-4000:]}"
+    second = others[0]
     assert second not in {tid for tid, _ in steps_of(before_the_loss)}, "the second trial had reported before"
 
     expected = uninterrupted(space, tmp_path / "uninterrupted")

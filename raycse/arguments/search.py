@@ -21,6 +21,7 @@ def search_inputs(space, given: dict[str, Any]) -> tuple[SearchSpace, dict[str, 
     """The space (loaded, its experiment renamed when asked) and the checked options of a search or a plan."""
     import dataclasses
 
+    from raycse.settings.budgets import FULL
     from raycse.settings.space import SearchSpace, load_space
 
     values = checked(SEARCH_OPTIONS, {option.name: given[option.name] for option in SEARCH_OPTIONS})
@@ -33,6 +34,8 @@ def search_inputs(space, given: dict[str, Any]) -> tuple[SearchSpace, dict[str, 
         space = load_space(space)
     if experiment is not None:
         space = dataclasses.replace(space, experiment=experiment)
+    if values["budget"] not in ("auto", FULL):  # a budget the file states none of (the paper's): refused now
+        space.budget_section(values["budget"])
     state = values.pop("state")
     layout = state_layout(state, values["tracking_uri"], values["optuna_storage"],
                           values["storage_path"])  # one place for the stores, each flag an override

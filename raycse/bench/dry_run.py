@@ -1,58 +1,43 @@
 """`raycse search --dry-run`: a search's plan and its cost, without running it.
 
 The plan is the search's own (the budget chosen, the space with the command line's overrides, the seed blocks),
-laid out stage by stage with each stage's trials, seeds and resources. The cost is an estimate: every trial is
-counted as running to its end (ASHA stops some early, so this is an upper bound for the search stage), each trial
-takes its steps at the step time, measured here on a few steps of a random-weight encoder of the model's shape, or
-given (`--step-ms`), plus one evaluation of the objective every `eval_steps` and at the end; a judging run that
-scores the seven test tasks adds them. Nothing is created: no store, no folder, no Ray.
+laid out stage by stage with each stage's trials, seeds and resources (raycse/bench/search_stages.py). Its cost is
+the cost model's (raycse/bench/cost_model.py): the wall clock expected, with ASHA's stops and the judging looks'
+early stop, and at most (the fixed design's judging, no trial stopped early), the GPU-hours and the peak disk, each
+from figures that say where they came from. A CPU plan's step and evaluation are measured here, on a few steps of a
+random-weight encoder of the model's shape, or given (`--step-ms`); a GPU plan's are recorded GPU figures or
+`--step-ms`, never this machine's CPU (raycse/bench/cost_figures.py). Nothing is created: no store, no folder, no Ray.
+A comparison's plan (`ComparePlan`, raycse/bench/compare_plan.py) is its losses' search plans.
 """
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from raycse.bench import cost_figures
+from raycse.bench.cost_model import DISK_RECORD, WRITE_COPIES, Figure, Rates, SearchCost
+from raycse.bench.judging_runs import SOURCE as LOOKS_SOURCE
+from raycse.bench.search_stages import StagePlan, lay_out
 from raycse.driver.plan import max_concurrent, needs_stage0, search_plan
 from raycse.errors import ConfigError
 from raycse.settings.space import SearchSpace
 
-# Sentence pairs scored by one evaluation of STS-B dev, and by the seven test tasks (STS12-16, STS-B test, SICK-R
-# test: 3,108 + 1,500 + 3,750 + 3,000 + 1,186 + 1,379 + 4,927): the test tasks cost this many dev evaluations.
+# Sentence pairs scored by one evaluation of STS-B dev. Without a measured evaluation: encoding a sentence forward
+# only costs about a third of training on it (forward and backward), and a training step encodes two views of each row.
 DEV_PAIRS = 1_500
-TEST_PAIRS = 18_850
-# Without a measured evaluation: encoding a sentence forward only costs about a third of training on it (forward and
-# backward), and a training step encodes two views of each of its rows.
 FORWARD_SHARE = 1 / 3
 MEASURED_STEPS, MEASURED_WARMUP = 3, 1
-# What a run leaves in ray_results/, in copies of the model's float32 weights: a search trial up to 4 (best/, and the
-# last/ that a trial stopped early keeps to be resumed: weights and Adam's two moments), any other run 1 (best/).
-# Measured on the finished CPU main job, 2026-11-26 (benchmarks/results/house-iii-2026-11-26/disk.txt): 364 MB and
-# 92 MB a trial with all-MiniLM-L6-v2's 91 MB of weights.
-SEARCH_TRIAL_WEIGHTS, OTHER_RUN_WEIGHTS = 4, 1
-DISK_RECORD = "benchmarks/results/house-iii-2026-11-26/disk.txt"
-
-
-@dataclass
-class StagePlan:
-    """One stage of the plan: its trials, their seeds and what each asks for, and its estimated cost."""
-
-    name: str
-    trials: int
-    seeds: str
-    what: str
-    steps_per_trial: int = 0
-    evals_per_trial: int = 0
-    test_trials: int = 0
-    trial_hours: float = 0.0
-    gpu_hours: float = 0.0
+# Hub ids of a shape `raycse bench` builds (raycse/bench/synthetic.py) with bert-base-uncased's vocabulary: the same
+# weights, so that the disk of the paper budgets (`--budget paper`) is planned without the hub.
+HUB_SHAPES = {"bert-base-uncased": "bert-base", "google-bert/bert-base-uncased": "bert-base"}
+BERT_UNCASED_VOCAB = 30_522
 
 
 @dataclass
 class DryRun:
-    """A search's plan: the budget chosen and why, the stages, the resources of a trial, and the cost estimate's
-    inputs (the step time and an evaluation's seconds, and where each came from)."""
+    """A search's plan: the budget chosen and why, the resources of a trial, the stages, and the cost model of it
+    (`cost`: its rates, each with where it came from)."""
 
     space: str
     experiment: str
@@ -62,34 +47,80 @@ class DryRun:
     resources: str
     gpus_per_trial: float
     concurrent: int
-    step_ms: float
-    step_source: str
-    eval_seconds: float
-    eval_source: str
+    cost: SearchCost
     stages: list[StagePlan] = field(default_factory=list)
     refused: str | None = None  # why the real run would refuse to start (the experiment exists already), if it would
-    weight_bytes: int | None = None  # the model's float32 weights (None: its configuration could not be read here)
+
+    @property
+    def rates(self) -> Rates:
+        return self.cost.rates
+
+    @property
+    def step_ms(self) -> float:
+        return 1000 * self.rates.step.value
+
+    @property
+    def weight_bytes(self) -> int | None:
+        return self.cost.weight_bytes
 
     @property
     def disk_bytes(self) -> int | None:
-        """The most ray_results/ holds at the search's end (checkpoints only; the stores are small beside them)."""
-        if self.weight_bytes is None:
-            return None
-        copies = sum(stage.trials * (SEARCH_TRIAL_WEIGHTS if stage.name == "search" else OTHER_RUN_WEIGHTS)
-                     for stage in self.stages if stage.steps_per_trial)
-        return copies * self.weight_bytes
+        """The most ray_results/ holds at once (checkpoints only; the stores are small beside them)."""
+        return self.cost.peak_disk_bytes()
 
     @property
     def trial_hours(self) -> float:
-        return sum(stage.trial_hours for stage in self.stages)
+        """Every trial's hours, expected (the untouched model's scoring included)."""
+        return sum(self.stage_hours(stage)[0] for stage in self.stages)
+
+    @property
+    def wall_hours(self) -> float:
+        return self.cost.wall_seconds() / 3600
 
     @property
     def gpu_hours(self) -> float:
-        return sum(stage.gpu_hours for stage in self.stages)
+        """The GPUs held for the expected wall clock (0 for a plan whose trials use none)."""
+        return self.cost.gpu_hours()
 
     @property
     def trials(self) -> int:
         return sum(stage.trials for stage in self.stages)
+
+    def stage_hours(self, stage: StagePlan) -> tuple[float, float]:
+        """(trial-hours, wall-clock hours) of a stage, expected; the untouched model's scoring runs beside."""
+        if stage.cost is None:
+            untouched = next(s.beside for s in self.cost.stages if s.beside is not None)
+            return untouched.seconds(self.rates, cold=True) / 3600, 0.0
+        wall, busy = stage.cost.seconds(self.rates, self.cost.slots)
+        return busy / 3600, wall / 3600
+
+
+@dataclass
+class ComparePlan:
+    """A comparison's plan: its name and each loss's search plan (by label), in the order they run."""
+
+    name: str
+    searches: dict[str, DryRun]
+
+    def wall_seconds(self, expected: bool = True) -> float:
+        return sum(run.cost.wall_seconds(expected) for run in self.searches.values())
+
+    def gpu_hours(self, expected: bool = True) -> float:
+        return sum(run.cost.gpu_hours(expected) for run in self.searches.values())
+
+    @property
+    def disk_bytes(self) -> int | None:
+        """The most the searches' checkpoints hold at once: the searches before, as they end, and the one running."""
+        peak, kept = 0, 0
+        for run in self.searches.values():
+            if run.disk_bytes is None:
+                return None
+            peak, kept = max(peak, kept + run.disk_bytes), kept + run.cost.end_disk_bytes()
+        return peak
+
+    @property
+    def trials(self) -> int:
+        return sum(run.trials for run in self.searches.values())
 
 
 def choose_budget(options, gpus: int | None, machine_gpus) -> tuple[str, int, str]:
@@ -112,54 +143,51 @@ def _cuda_devices() -> int:
 
 def plan_search(space: SearchSpace, options: dict, step_ms: float | None = None, gpus: int | None = None,
                 machine_gpus=_cuda_devices) -> DryRun:
-    """The plan of `raycse search` with these options (the checked search options by name), and its cost."""
+    """The plan of `raycse search` with these options (the checked search options by name), and its cost. A GPU
+    plan with no recorded GPU step for its model and no `step_ms` is refused (ConfigError naming --step-ms)."""
     from types import SimpleNamespace
-
-    from raycse.judging.confirmation_plan import seed_blocks
 
     budget, gpus, reason = choose_budget(options, gpus, machine_gpus)
     plan = search_plan(space, SimpleNamespace(scheduler=None, grace_evals=None, **options), budget)
     res, base = plan.resources, plan.base
     gpus_per_trial = res.gpus_per_worker * res.workers
     concurrent, why_concurrent = trials_at_once(plan, gpus)
-    steps = trial_steps(plan)
-    if step_ms is None:
-        step_ms, step_source, eval_seconds, eval_source = measure(plan, threads=cpu_threads(plan, gpus))
+    steps, sentences = trial_steps(plan)
+    weights, shape = model_facts(base.model, base.trust_remote_code)
+    if gpus_per_trial:
+        sharing = trials_per_gpu(plan, gpus, concurrent)
+        step, compile_ = cost_figures.gpu_step(shape, base.batch_size, base.max_len, sharing, steps, step_ms)
+        rates = cost_figures.gpu_rates(step, compile_, weights, sentences)
+        why_concurrent += f", {sharing} a GPU"
     else:
-        step_source = "--step-ms"
-        eval_seconds = step_ms / 1000 * FORWARD_SHARE * DEV_PAIRS * 2 / (2 * base.batch_size)
-        eval_source = f"from the step time (a forward pass is about {FORWARD_SHARE:.2f} of a step's cost a sentence)"
-    evals = max(1, math.ceil(steps / base.eval_steps))
-    one_trial = (steps * step_ms / 1000 + evals * eval_seconds) / 3600
-    test_hours = eval_seconds * TEST_PAIRS / DEV_PAIRS / 3600
+        rates = cost_figures.cpu_rates(*cpu_step(plan, gpus, step_ms, shape), weights, sentences)
+    stages, costs = lay_out(plan, steps, with_stage0=needs_stage0(plan))
+    held = (gpus or gpus_per_trial * concurrent) if gpus_per_trial else 0
     resources = (f"{res.workers} worker(s) x ({res.cpus_per_worker:g} CPU, {res.gpus_per_worker:g} GPU) per trial, "
                  f"{concurrent} at once{why_concurrent}")
-    run = DryRun(space=str(space.path), experiment=plan.experiment, budget=budget, budget_reason=reason, gpus=gpus,
-                 resources=resources, gpus_per_trial=gpus_per_trial, concurrent=concurrent, step_ms=step_ms,
-                 step_source=step_source, eval_seconds=eval_seconds, eval_source=eval_source,
-                 refused=refusal(plan, options), weight_bytes=weight_bytes(base.model, base.trust_remote_code))
+    return DryRun(space=str(space.path), experiment=plan.experiment, budget=budget, budget_reason=reason, gpus=gpus,
+                  resources=resources, gpus_per_trial=gpus_per_trial, concurrent=concurrent,
+                  cost=SearchCost(rates, concurrent, held, costs, weights,
+                                  keep_last="all" if options.get("keep_checkpoints") else "none"), stages=stages,
+                  refused=refusal(plan, options))
 
-    def add(name: str, trials: int, seeds: str, what: str, tests: int = 0, train: bool = True) -> None:
-        hours = trials * (one_trial if train else eval_seconds / 3600) + tests * test_hours
-        run.stages.append(StagePlan(name, trials, seeds, what, steps if train else 0, evals if train else 1, tests,
-                                    hours, hours * gpus_per_trial))
 
-    add("baseline", 1, "-", "the untouched model's objective (one evaluation, no training)", train=False)
-    if needs_stage0(plan):
-        add("stage0", 1, str(base.seed), "DCLR's complementary SimCSE model")
-    add("search", plan.num_samples, f"{base.seed} (every trial)",
-        f"{plan.num_samples} configurations, the published point first; ASHA may stop some early")
-    if plan.confirm is not None:
-        blocks = seed_blocks(base.seed, top_k=plan.confirm.top_k, choose_seeds=plan.confirm.choose_seeds,
-                             judge_seeds=plan.confirm.judge_seeds)
-        if blocks.choose:
-            add("choose", plan.confirm.top_k * len(blocks.choose), _seed_range(blocks.choose),
-                f"the top {plan.confirm.top_k} configurations on {len(blocks.choose)} fresh seeds each")
-        on_test = plan.confirm.judging_seeds_on_test()
-        add("judge", 2 * len(blocks.judge), _seed_range(blocks.judge),
-            f"the winner and the published point on {len(blocks.judge)} fresh seeds each, the first {on_test} "
-            "also on the seven test tasks", tests=2 * on_test)
-    return run
+def trials_per_gpu(plan: SearchSpace, gpus: int, concurrent: int) -> int:
+    """How many trials share a GPU: as many as their share of a GPU lets, no more than run at once on the GPUs."""
+    share = plan.resources.gpus_per_worker
+    fits = max(1, round(1 / share)) if share < 1 else 1
+    return max(1, min(fits, -(-concurrent // max(gpus, 1))))
+
+
+def cpu_step(plan: SearchSpace, gpus: int, step_ms: float | None, shape: str | None) -> tuple[Figure, Figure]:
+    """(a step, an evaluation of the objective) of a CPU plan: measured here, or the step given and an evaluation
+    from it (a forward pass is about FORWARD_SHARE of a step's cost a sentence)."""
+    if step_ms is None:
+        ms, where, eval_seconds, eval_where = measure(plan, shape=shape, threads=cpu_threads(plan, gpus))
+        return Figure(ms / 1000, where), Figure(eval_seconds, eval_where)
+    seconds = step_ms / 1000 * FORWARD_SHARE * DEV_PAIRS * 2 / (2 * plan.base.batch_size)
+    return (Figure(step_ms / 1000, "--step-ms"),
+            Figure(seconds, f"from the step time: a forward pass is about {FORWARD_SHARE:.2f} of a step a sentence"))
 
 
 def machine_cpus() -> float:
@@ -224,35 +252,53 @@ def refusal(plan: SearchSpace, options: dict) -> str | None:
             "to start; continue it with --resume, or name another with --experiment NAME")
 
 
-def weight_bytes(model: str, trust_remote_code: bool = False) -> int | None:
-    """The model's weights in float32, counted from its configuration on torch's meta device (nothing allocated);
-    None where the configuration cannot be read (a hub name, offline)."""
+def model_facts(model: str, trust_remote_code: bool = False) -> tuple[int | None, str | None]:
+    """(the model's weights in float32, counted from its configuration on torch's meta device with nothing allocated;
+    its shape, the name in raycse.bench.synthetic.SHAPES of the same layers and width), each None where the
+    configuration cannot be read (a hub name, offline) or has no such shape."""
     try:
         import torch
         from transformers import AutoConfig, AutoModel
 
+        from raycse.bench.synthetic import SHAPES
         from raycse.encoder.loading import resolve_model_path
 
-        config = AutoConfig.from_pretrained(resolve_model_path(model), trust_remote_code=trust_remote_code)
+        if model in HUB_SHAPES:  # the paper budgets' model, counted without the hub: its shape is `raycse bench`'s
+            from raycse.bench.synthetic import bert_config
+
+            config = bert_config(HUB_SHAPES[model], BERT_UNCASED_VOCAB, "eager")
+        else:
+            config = AutoConfig.from_pretrained(resolve_model_path(model), trust_remote_code=trust_remote_code)
         with torch.device("meta"):
             backbone = AutoModel.from_config(config, trust_remote_code=trust_remote_code)
-        return 4 * sum(parameter.numel() for parameter in backbone.parameters())
+        size = (getattr(config, "hidden_size", None), getattr(config, "num_hidden_layers", None))
+        shape = next((name for name, dims in SHAPES.items()
+                      if (dims["hidden_size"], dims["num_hidden_layers"]) == size), None)
+        return 4 * sum(parameter.numel() for parameter in backbone.parameters()), shape
     except (OSError, ValueError, ConfigError):
-        return None
+        return None, None
 
 
-def _seed_range(seeds: tuple[int, ...]) -> str:
-    return f"{seeds[0]}-{seeds[-1]}" if len(seeds) > 1 else str(seeds[0])
+def trial_steps(plan: SearchSpace) -> tuple[int, int]:
+    """(steps of one trial at the base configuration's batch size, the rows the driver tokenises): max_steps, else
+    its epochs over the training data; the rows read where the data is local, else one epoch's of max_steps. A dry
+    run downloads nothing: remote data without max_steps is refused (ConfigError naming it)."""
+    import dataclasses
 
+    from raycse.settings import inputs
 
-def trial_steps(plan: SearchSpace) -> int:
-    """Steps of one trial at the base configuration's batch size: max_steps, else its epochs over the data."""
     base = plan.base
-    if base.max_steps is not None:
-        return base.max_steps
-    examples = base.open_inputs() or []
+    data = [f for f in dataclasses.fields(base) if f.metadata.get("read") is inputs.open_training_data]
+    remote = [f.name for f in data if str(getattr(base, f.name)).startswith(("http://", "https://", "hf:"))]
+    if base.max_steps is not None and remote:
+        return base.max_steps, base.max_steps * base.batch_size * base.workers // max(1, base.epochs)
+    if remote:
+        raise ConfigError.at(remote[0], f"{getattr(base, remote[0])!r} is downloaded, and a dry run downloads "
+                                        f"nothing: state max_steps in the {plan.budget} budget's train settings")
+    examples = inputs.open_all(base, data) or []
     rows = len(examples) if base.max_sentences is None else min(len(examples), base.max_sentences)
-    return max(1, base.epochs * (rows // (base.batch_size * base.workers)))
+    steps = base.max_steps or max(1, base.epochs * (rows // (base.batch_size * base.workers)))
+    return steps, rows
 
 
 def measure(plan: SearchSpace, shape: str | None = None, threads: int | None = None) -> tuple[float, str, float, str]:
@@ -282,23 +328,58 @@ def measure(plan: SearchSpace, shape: str | None = None, threads: int | None = N
 
 
 def format_dry_run(run: DryRun) -> str:
+    rates, cost = run.rates, run.cost
     lines = [f"Plan of {run.space} (experiment {run.experiment!r}): nothing is run, created or started.",
              *([f"Refused: {run.refused}."] if run.refused else []),
              f"budget: {run.budget} ({run.budget_reason}); {run.resources}",
-             f"step: {run.step_ms:.0f} ms ({run.step_source}); evaluation: {run.eval_seconds:.1f} s "
-             f"({run.eval_source})", "",
-             f"{'stage':<9} {'trials':>6}  {'seeds':<14} {'steps':>6} {'evals':>5} {'trial-h':>8} {'GPU-h':>7}  what"]
+             f"step: {run.step_ms:.0f} ms ({rates.step.source})", _overheads(rates), "",
+             f"{'stage':<9} {'trials':>6}  {'seeds':<14} {'steps':>6} {'evals':>5} {'trial-h':>8} {'wall-h':>7} "
+             f"{'GPU-h':>7}  what"]
     for stage in run.stages:
+        busy, wall = run.stage_hours(stage)
+        walls = (f"{wall:>7.2f} {wall * cost.gpus:>7.2f}" if stage.cost is not None else f"{'-':>7} {'-':>7}")
         lines.append(f"{stage.name:<9} {stage.trials:>6}  {stage.seeds:<14} {stage.steps_per_trial:>6} "
-                     f"{stage.evals_per_trial:>5} {stage.trial_hours:>8.2f} {stage.gpu_hours:>7.2f}  {stage.what}")
-    # each stage waits for the last of its trials: its trials in rounds of `concurrent`
-    wall = sum(math.ceil(stage.trials / max(run.concurrent, 1)) * stage.trial_hours / stage.trials
-               for stage in run.stages if stage.trials)
-    lines += [f"{'total':<9} {run.trials:>6}  {'':<14} {'':>6} {'':>5} {run.trial_hours:>8.2f} {run.gpu_hours:>7.2f}",
-              "", f"About {wall:.2f} h of wall-clock time with {run.concurrent} trial(s) at once; an upper bound "
-              "(every trial counted to its end), excluding start-up and the report."]
+                     f"{stage.evals_per_trial:>5} {busy:>8.2f} {walls}  {stage.what}")
+    judge = next((stage.cost for stage in run.stages if stage.name == "judge"), None)
+    judged = (f"the looks stop the judging after {judge.runs():.1f} of its {judge.runs(expected=False):.0f} runs "
+              f"with {LOOKS_SOURCE}; " if judge and len(judge.blocks) > 1 else "")
+    most = f"the fixed design's {judge.runs(expected=False):.0f} judging runs, " if judged else ""
+    gpus = (f"; {cost.gpu_hours():.2f} GPU-hours expected, {cost.gpu_hours(expected=False):.2f} at most "
+            f"({cost.gpus:g} GPU(s) held throughout)" if cost.gpus else "; no GPU")
+    lines += [f"{'total':<9} {run.trials:>6}  {'':<14} {'':>6} {'':>5} {run.trial_hours:>8.2f} "
+              f"{run.wall_hours:>7.2f} {run.gpu_hours:>7.2f}", "",
+              f"Wall clock: about {duration(cost.wall_seconds())} expected ({judged}ASHA's stops), "
+              f"{duration(cost.wall_seconds(expected=False))} at most ({most}no trial stopped early), with "
+              f"{run.concurrent} trial(s) at once{gpus}."]
     if run.disk_bytes is not None:
-        lines.append(f"Disk: up to about {run.disk_bytes / 1e9:.1f} GB of checkpoints in ray_results/ (a search trial "
-                     f"keeps up to {SEARCH_TRIAL_WEIGHTS} copies of the model's {run.weight_bytes / 1e6:.0f} MB of "
-                     f"weights, any other run {OTHER_RUN_WEIGHTS}; measured: {DISK_RECORD}).")
+        last = " and last/ (--keep-checkpoints)" if cost.keep_last == "all" else ""
+        lines.append(f"Disk: peaks at about {run.disk_bytes / 1e9:.1f} GB while trials write checkpoints, "
+                     f"{cost.end_disk_bytes() / 1e9:.1f} GB kept at the end (the model's "
+                     f"{run.weight_bytes / 1e6:.0f} MB of weights: best/{last} of a trial that ended, "
+                     f"{WRITE_COPIES} copies a running trial; sizes measured: {DISK_RECORD}).")
     return "\n".join(lines)
+
+
+def _overheads(rates: Rates) -> str:
+    """The per-trial and per-search figures besides the step, grouped by where they came from."""
+    figures = [(f"an evaluation {rates.dev_eval.value:.2f} s", rates.dev_eval),
+               (f"the seven test tasks {rates.test.value:.1f} s", rates.test),
+               (f"start-up {rates.cold_start.value:.1f} s a new worker", rates.cold_start),
+               (f"{rates.warm_start.value:.2f} s a reused one", rates.warm_start),
+               (f"compile {rates.compile.value:.0f} s", rates.compile),
+               (f"a checkpoint write {rates.checkpoint.value:.2f} s", rates.checkpoint),
+               (f"setup {rates.setup.value:.0f} s", rates.setup),
+               (f"tokenising {rates.tokenize.value:.0f} s", rates.tokenize),
+               (f"recording {rates.finish.value:.0f} s", rates.finish)]
+    sources: dict[str, list[str]] = {}
+    for text, figure in figures:
+        if figure.value or figure is not rates.compile:
+            sources.setdefault(figure.source, []).append(text)
+    return "; ".join(f"{', '.join(texts)} ({source})" for source, texts in sources.items())
+
+
+def duration(seconds: float) -> str:
+    """Seconds as a person reads them: seconds, minutes or hours."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"

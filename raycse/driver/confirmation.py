@@ -11,17 +11,19 @@ from raycse.judging.ranking import Ranked, TrialCurve
 from raycse.judging.seed_scores import Baseline as DecisionBaseline
 from raycse.judging.seed_scores import ConfigScores, SeedScore
 from raycse.records import CHOOSE, JUDGE, SEARCH
+from raycse.settings.budgets import JUDGED_AS
 from raycse.settings.space import SearchSpace
 
 
 def confirm_plan(plan: SearchSpace, budget: str) -> ConfirmPlan | None:
-    """The space's confirmation settings as the decision reads them; None without a confirmation stage."""
+    """The space's confirmation settings as the decision reads them (a budget's answer as it is judged: the paper's
+    budget's is a decision, as the full budget's); None without a confirmation stage."""
     if plan.confirm is None:
         return None
     from raycse.evaluation.sts import build_objective
 
     objective = build_objective(plan.base.objective, plan.base.objective_columns)
-    return ConfirmPlan(budget=budget, top_k=plan.confirm.top_k, choose_seeds=plan.confirm.choose_seeds,
+    return ConfirmPlan(budget=JUDGED_AS[budget], top_k=plan.confirm.top_k, choose_seeds=plan.confirm.choose_seeds,
                        judge_seeds=plan.confirm.judge_seeds, base_seed=plan.base.seed, num_samples=plan.num_samples,
                        objective=objective.description, test_seeds=plan.confirm.judging_seeds_on_test(),
                        looks=looks if len(looks := plan.confirm.judging_looks()) > 1 else None)

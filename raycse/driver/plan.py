@@ -21,7 +21,8 @@ def experiment_dir_name(experiment: str) -> str:
 
 
 def auto_budget(cluster: dict) -> str:
-    """'full' where there is a GPU to use, else the file's CPU budget.
+    """'full' where there is a GPU to use, else the file's CPU budget (never the paper's: its model and corpus are
+    downloaded, and it runs only when named, `--budget paper`).
 
     A cluster that autoscales GPU workers from zero shows no GPU until a trial asks for one, so a driver that
     joined an existing cluster (RAY_ADDRESS, as `ray job submit` sets) counts as having GPUs; pass
@@ -33,8 +34,9 @@ def auto_budget(cluster: dict) -> str:
 
 
 def search_plan(space: SearchSpace, options, budget: str) -> SearchSpace:
-    """The space the search runs: the budget applied, then the command line's overrides (flags win)."""
-    plan = space.with_cpu_budget() if budget == "cpu" else space
+    """The space the search runs: the budget applied (`SearchSpace.with_budget`: the file's own for 'full', else
+    its section of that name), then the command line's overrides (flags win)."""
+    plan = space.with_budget(budget)
     changes: dict[str, Any] = {}
     for name in ("num_samples", "max_concurrent", "seed"):
         if getattr(options, name) is not None:

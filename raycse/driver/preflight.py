@@ -2,10 +2,11 @@
 
 `run_search` calls `check_search` first, so that its setup stage only ever sees input that can run:
 
-  inputs      every configuration the search can sample (each corner of every family's space, the CPU budget's
-              too) has its model, objective and training data opened far enough to know they are usable: the
-              data decodes and holds a batch of the largest batch size searched, the run is long enough to be
-              evaluated (TrainConfig.open_inputs, each file read once)
+  inputs      every configuration the search can sample (each corner of every family's space, under the file's
+              own budget, its CPU budget and the budget named by --budget) has its model, objective and training
+              data opened far enough to know they are usable: the data decodes and holds a batch of the largest
+              batch size searched, the run is long enough to be evaluated (TrainConfig.open_inputs, each file read
+              once). The paper's budget is opened only when it is the one to run: its model and corpus download
   names       the experiment's directory under the storage path is a path the file system takes
   storage     the storage path is a directory that exists or can be created, and holds a search exactly when
               --resume says it does
@@ -28,6 +29,7 @@ import sys
 from raycse.driver import plan as planning
 from raycse.driver.state import SearchOptions
 from raycse.errors import ConfigError, shown
+from raycse.settings.budgets import BUDGETS
 from raycse.settings.checks import check_path_text, check_writable_dir
 from raycse.settings.space import SearchSpace
 from raycse.tracking.stores import check_optuna_storage, check_tracking_uri, probe_store, study_names
@@ -40,13 +42,16 @@ def check_search(space: SearchSpace, options: SearchOptions) -> None:
     search_path = _check_storage(space, options)  # the cheap checks first
     _check_stores(space, options, search_path)
     _check_resources(space, options)
-    open_space_inputs(space)
+    open_space_inputs(space, options.budget)
 
 
-def open_space_inputs(space: SearchSpace) -> None:
-    """Open the inputs of every corner of the space (and of its CPU budget): what its trials will read."""
+def open_space_inputs(space: SearchSpace, budget: str = "auto") -> None:
+    """Open the inputs of every corner of the space under each budget `budget` may run (`auto`: the file's own and
+    its CPU budget, as today's cluster decides; a named budget: that one too): what its trials will read."""
     cache: dict = {}
-    variants = [(space, "")] + ([(space.with_cpu_budget(), "cpu_budget: ")] if space.cpu_budget else [])
+    runs = {"cpu", budget}
+    variants = [(space, "")] + [(space.with_budget(name), f"{section}: ") for name, section in BUDGETS.items()
+                                if name in runs and getattr(space, section)]
     for variant, prefix in variants:
         for family, corner, config in variant.corners():
             try:
@@ -130,10 +135,12 @@ def _check_resources(space: SearchSpace, options: SearchOptions) -> None:
     budget = options.budget if options.budget != "auto" else planning.auto_budget({"GPU": gpus})
     plan = planning.search_plan(space, options, budget)
     res = plan.resources
-    key = "cpu_budget.resources" if budget == "cpu" and "resources" in (space.cpu_budget or {}) else "resources"
+    section = BUDGETS.get(budget)
+    key = f"{section}.resources" if section and "resources" in (getattr(space, section) or {}) else "resources"
     for kind, per_worker, here in (("GPU", res.gpus_per_worker, gpus), ("CPU", res.cpus_per_worker, cpus)):
         if per_worker * res.workers > here:
-            hint = " (pass --budget cpu, or --budget auto)" if kind == "GPU" and options.budget == "full" else ""
+            hint = (" (pass --budget cpu, or --budget auto)" if kind == "GPU" and options.budget not in ("auto", "cpu")
+                    else "")
             raise ConfigError(f"{space.path}: {key}.{kind.lower()}s_per_worker ({per_worker:g}) x workers "
                               f"({res.workers}): a trial asks for {per_worker * res.workers:g} {kind}(s) and this "
                               f"machine has {here}: Ray would wait for them forever{hint}")

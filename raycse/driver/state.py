@@ -32,6 +32,7 @@ class SearchOptions:
     tracking_uri: str
     storage_path: str
     resume: bool = False
+    keep_checkpoints: bool = False  # a trial that ended keeps its last/ (training state) too, not only its best/
     num_samples: int | None = None
     max_concurrent: int | None = None
     seed: int | None = None

@@ -2,7 +2,8 @@
 (`config`); what the settings point at, checked and opened (`inputs`); the value checks every setting uses (`checks`);
 search-space files (`space`: `SearchSpace`, loading and validating a file, the defaults of what a file leaves out),
 their loss families (`families`), a searched parameter's distribution (`distributions`) and how the answer is
-confirmed after the search stage (`confirm`); the shipped space files by name (`space_files`, package data in
+confirmed after the search stage (`confirm`), and the budgets a search can run, named once (`budgets`: the file's
+own, its `cpu_budget:` and `paper_budget:`); the shipped space files by name (`space_files`, package data in
 `spaces/`) and the papers' reported rows (`paper_rows`); every space-file key described and its JSON Schema
 (`reference`, written to `space.schema.json`); YAML with a key written twice refused (`strict_yaml`); the options of
 the commands beside a training's settings, one table each (`options`), and the Python API's docstrings written from

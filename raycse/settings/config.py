@@ -104,7 +104,8 @@ class TrainConfig:
                           "million sentences recombined from it, for timing the papers' scale offline)",
                           check=inputs.check_corpus, read=inputs.open_training_data)
     sup_data: str | None = setting(None, "supervised triplets: an NLI csv with sent0, sent1, hard_neg (SimCSE's "
-                                   f"format), or '{BUNDLED_NLI}' (a small demonstration set built from SICK)",
+                                   f"format; a file or an http(s) URL), or '{BUNDLED_NLI}' (a small demonstration "
+                                   "set built from SICK)",
                                    check=inputs.check_nli, read=inputs.open_training_data)
     replace_bad_bytes: bool = setting(False, "decode non-UTF-8 corpus bytes as U+FFFD instead of stopping")
     max_sentences: int | None = setting(None, "use only the first N sentences (or triplets) of the data", low=1)

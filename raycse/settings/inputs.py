@@ -46,8 +46,9 @@ def check_corpus(name: str, value: str) -> None:
 
 
 def check_nli(name: str, value: str) -> None:
-    """'sick-train', or an NLI csv file that exists."""
-    if value != BUNDLED_NLI:
+    """'sick-train', an http(s) URL (SimCSE's nli_for_simcse.csv where it is published), or an NLI csv file that
+    exists."""
+    if value != BUNDLED_NLI and not value.startswith(("http://", "https://")):
         _check_file(name, value)
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from raycse.encoder.poolers import AUTO_POOLER, POOLERS
 from raycse.errors import ConfigError, shown
+from raycse.settings.budgets import BUDGETS, FULL
 from raycse.settings.checks import (
     CONFIRM_SEEDS_LIMIT,
     INT_LIMIT,
@@ -58,7 +59,7 @@ SEARCH_OPTIONS = (
            "file's)", low=1, high=CONFIRM_SEEDS_LIMIT),
     Option("judge_seeds", int, None, "fresh seeds on which the winner and the published point are judged, at least "
            "2 (the least that gives an interval) (default: the file's search.confirm.judge_seeds, or its "
-           "cpu_budget's)", low=2, high=CONFIRM_SEEDS_LIMIT),
+           "budget's)", low=2, high=CONFIRM_SEEDS_LIMIT),
     Option("confirm", bool, True, "no choosing or judging: the search stage's best, from one seed, unjudged (Python: "
            "confirm=False)"),
     Option("tracking_uri", str, None, TRACKING_HELP),
@@ -69,9 +70,13 @@ SEARCH_OPTIONS = (
            "checkpoints, MLflow artifacts; then name the two databases); the flags below override it", path=True),
     Option("storage_path", str, None, "Tune state and checkpoints (a path or s3://...; default: STATE/ray_results, "
            "else ray_results)", path=True),
-    Option("budget", str, "auto", "auto: the file's cpu_budget when the Ray cluster has no GPU",
-           choices=("auto", "cpu", "full")),
+    Option("budget", str, "auto", "auto: the file's own (full) budget when the Ray cluster has a GPU, its cpu_budget "
+           "when it has none; paper: its paper_budget, the paper's own model, corpus and training settings "
+           "(downloaded; never chosen by auto)", choices=("auto", FULL, *BUDGETS)),
     Option("resume", bool, False, "continue an interrupted search (either stage)"),
+    Option("keep_checkpoints", bool, False, "keep every trial's training state (last/: weights, optimiser state, "
+           "RNG states, data position; 3-4 times the weights) after the trial ends; by default a trial that ended "
+           "keeps only its best/ weights"),
     Option("experiment", str, None, "the search's name: its MLflow experiment, Optuna study, Tune folder and "
            "registered model (default: the file's `experiment`), so that one file can be searched twice"),
 )
@@ -81,6 +86,8 @@ COMPARE_OPTIONS = tuple(option for option in SEARCH_OPTIONS
     Option("experiment", str, None, "the comparison's name: its MLflow experiment; each loss's search is the "
            "experiment NAME-LOSS (default: compare-LOSS1-LOSS2...)"),
     Option("output_dir", str, "compare", "where compare_summary.json goes", path=True),
+    Option("dry_run", bool, False, "print each loss's search plan and the shared judging, with the wall clock, "
+           "GPU-hours and disk they would take; runs nothing and creates no store, folder or Ray cluster"),
 )
 
 EVAL_OPTIONS = (

@@ -3,9 +3,9 @@ against (space.schema.json, shipped beside the packaged space files).
 
 A training setting's entry comes from its TrainConfig field (its annotation, default and `setting(...)` metadata) and
 a loss hyperparameter's from the loss registry, so a new setting or loss is documented by itself. The sections
-around them (`search:`, `resources:`, `cpu_budget:`, ...) are described here, with their defaults read from the
-dataclasses that hold them; a test holds this list equal to the keys space.py accepts. docs/reference.md is written
-from these entries (scripts/reference.py, which adds the command line's flags).
+around them (`search:`, `resources:`, the budgets `cpu_budget:` and `paper_budget:`, ...) are described here, with
+their defaults read from the dataclasses that hold them; a test holds this list equal to the keys space.py accepts.
+docs/reference.md is written from these entries (scripts/reference.py, which adds the command line's flags).
 """
 from __future__ import annotations
 
@@ -18,12 +18,13 @@ from typing import Any
 
 from raycse.losses import LOSS_NAMES, REGULARISERS, hyperparameter_catalogue, loss_hyperparameters
 from raycse.sampling.samplers import FILE_SAMPLER_NAMES, SAMPLERS
+from raycse.settings.budgets import BUDGET_WORDS, BUDGETS
 from raycse.settings.checks import CONFIRM_SEEDS_LIMIT, INT_LIMIT, NAME_LIMIT, SEED_LIMIT
 from raycse.settings.config import TrainConfig, field_kind
 from raycse.settings.confirm import Confirm
 from raycse.settings.distributions import DISTRIBUTIONS
 from raycse.settings.families import TRAIN_SEARCHABLE
-from raycse.settings.space import SCHEDULERS, TEST_EVAL, Resources, SearchSpace
+from raycse.settings.space import SCHEDULERS, TEST_EVAL, TOP_TRAIN_KEYS, Resources, SearchSpace
 
 SCHEMA_PATH = Path(__file__).resolve().parent / "space.schema.json"
 
@@ -272,33 +273,8 @@ def section_keys() -> list[Key]:
         Key("resources", {"type": "object", "additionalProperties": False}, _yaml(dataclasses.asdict(resources)),
             "mapping", "what one trial gets"),
         *_section("resources.", resource_schema),
-        Key("cpu_budget", {"type": ["object", "null"], "additionalProperties": False}, "null", "mapping or null",
-            "settings that replace the file's when the Ray cluster has no GPU (`--budget auto`) or with "
-            "`--budget cpu`; each key below merges as it says"),
-        Key("cpu_budget.num_samples", search_schema["num_samples"][0], "", "as search.num_samples",
-            "replaces `search.num_samples`"),
-        Key("cpu_budget.max_concurrent", search_schema["max_concurrent"][0], "", "as search.max_concurrent",
-            "replaces `search.max_concurrent`"),
-        Key("cpu_budget.test_eval", search_schema["test_eval"][0], "", "as search.test_eval",
-            "replaces `search.test_eval`"),
-        Key("cpu_budget.scheduler", {"type": "object", "additionalProperties": False, "properties": {
-            k: v[0] for k, v in scheduler_schema.items()}}, "", "as search.scheduler", "merged key by key over "
-            "`search.scheduler`"),
-        Key("cpu_budget.train", {"type": "object", "additionalProperties": False, "properties": train}, "",
-            "as train", "merged key by key over the fixed training settings (`train:` and the top-level model, "
-            "corpus, objective); `null` sets an optional setting back to none"),
-        Key("cpu_budget.resources", {"type": "object", "additionalProperties": False, "properties": {
-            k: v[0] for k, v in resource_schema.items()}}, "", "as resources", "merged key by key over "
-            "`resources`"),
-        Key("cpu_budget.confirm", {"type": ["object", "null"], "additionalProperties": False, "properties": {
-            k: v[0] for k, v in confirm_schema.items()}}, "", "as search.confirm, or null", "merged key by key "
-            "over `search.confirm` and checked again as merged; null: no choosing or judging"),
-        Key("cpu_budget.space", {"type": "object", "propertyNames": {"enum": searchable_names()},
-                                 "additionalProperties": {"oneOf": [{"$ref": "#/$defs/distribution"},
-                                                                    {"type": "null"}]}}, "",
-            "PARAM: a distribution or null", "a distribution replaces that parameter's in every family that "
-            "searches it; null takes the parameter out of the search (and the published point), leaving its fixed "
-            "value"),
+        *(key for name in BUDGETS for key in _budget_keys(name, train, search_schema, scheduler_schema,
+                                                          resource_schema, confirm_schema)),
         Key("paper", {"type": "object", "additionalProperties": {
             "type": "object", "additionalProperties": False, "properties": {
                 "model": {"type": "string", "minLength": 1}, "corpus": {"type": "string", "minLength": 1},
@@ -307,7 +283,38 @@ def section_keys() -> list[Key]:
                     {"type": "array", "minItems": 1, "maxItems": 2, "items": {"type": "number"}}]}}}}},
             "{}", "FAMILY: {model, corpus, figures}", "a paper's reported row (each task a number or [mean, std]) "
             "and the model and corpus it was measured on; shown only under a caption that says whether it is "
-            "comparable"),
+            "comparable (the paper's recipe, to run: `paper_budget`)"),
+    ]
+    return keys
+
+
+def _budget_keys(name: str, train: dict, search_schema: dict, scheduler_schema: dict, resource_schema: dict,
+                 confirm_schema: dict) -> list[Key]:
+    """The keys of a named budget's section (`cpu_budget:`, `paper_budget:`): what each replaces or merges over."""
+    section = BUDGETS[name]
+    keys = [Key(section, {"type": ["object", "null"], "additionalProperties": False}, "null", "mapping or null",
+                BUDGET_WORDS[name])]
+    keys += [Key(f"{section}.{key}", train[key], "", "text",
+                 f"replaces the file's `{key}` (the same as `{section}.train.{key}`)") for key in TOP_TRAIN_KEYS]
+    keys += [Key(f"{section}.{key}", search_schema[key][0], "", f"as search.{key}", f"replaces `search.{key}`")
+             for key in ("num_samples", "max_concurrent", "test_eval")]
+    for part, source, schemas in (("scheduler", "search.scheduler", scheduler_schema), ("resources", "resources",
+                                                                                          resource_schema)):
+        keys.append(Key(f"{section}.{part}", {"type": "object", "additionalProperties": False, "properties": {
+            k: v[0] for k, v in schemas.items()}}, "", f"as {source}", f"merged key by key over `{source}`"))
+    keys += [
+        Key(f"{section}.train", {"type": "object", "additionalProperties": False, "properties": train}, "",
+            "as train", "merged key by key over the fixed training settings (`train:` and the top-level model, "
+            "corpus, objective); `null` sets an optional setting back to none"),
+        Key(f"{section}.confirm", {"type": ["object", "null"], "additionalProperties": False, "properties": {
+            k: v[0] for k, v in confirm_schema.items()}}, "", "as search.confirm, or null", "merged key by key "
+            "over `search.confirm` and checked again as merged; null: no choosing or judging"),
+        Key(f"{section}.space", {"type": "object", "propertyNames": {"enum": searchable_names()},
+                                 "additionalProperties": {"oneOf": [{"$ref": "#/$defs/distribution"},
+                                                                    {"type": "null"}]}}, "",
+            "PARAM: a distribution or null", "a distribution replaces that parameter's in every family that "
+            "searches it; null takes the parameter out of the search (and the published point), leaving its fixed "
+            "value"),
     ]
     return keys
 

@@ -4,8 +4,9 @@ and validated whole before anything starts.
 A file names the model and corpus, the fixed training settings, the loss (or, for a conditional space, a
 set of loss families each with its own parameters: `families`), the distributions to search (`distributions`), the
 paper's published point (evaluated first), the search settings, how the answer is confirmed (`confirm`), the
-resources of one trial, the MLflow experiment, and a CPU budget that replaces some of those when the cluster has no
-GPU. Any mistake raises `ConfigError` naming the file and the key.
+resources of one trial, the MLflow experiment, and named budgets that replace some of those settings (budgets.py):
+the CPU budget when the cluster has no GPU, the paper's own recipe when asked for. Any mistake raises `ConfigError`
+naming the file and the key.
 
 What a file leaves out takes the defaults of the dataclasses that hold it (`SearchSpace`, `Resources`, `Confirm`,
 with `SCHEDULER_DEFAULTS` and the sampler table's `SAMPLER_DEFAULTS`): the parser fills in nothing of its own, and
@@ -22,6 +23,7 @@ from typing import Any
 from raycse.errors import ConfigError, shown
 from raycse.records import loss_hash_tag
 from raycse.sampling.samplers import FILE_SAMPLER_NAMES, SAMPLER_DEFAULTS
+from raycse.settings.budgets import BUDGETS, FULL, OPTIONAL_BUDGETS
 from raycse.settings.checks import (
     INT_LIMIT,
     SEED_LIMIT,
@@ -42,12 +44,14 @@ from raycse.settings.space_files import resolve_space
 from raycse.settings.strict_yaml import load_settings
 
 TOP_KEYS = {"experiment", "description", "model", "corpus", "objective", "loss", "reg", "train", "space", "published",
-            "families", "search", "resources", "cpu_budget", "paper"}
+            "families", "search", "resources", "cpu_budget", "paper_budget", "paper"}
 SEARCH_KEYS = {"num_samples", "max_concurrent", "seed", "scheduler", "sampler", "test_eval", "confirm"}
 # search.sampler: which strategy proposes trials (raycse/sampling/samplers.py) and its prior's settings
 SCHEDULER_KEYS = {"name", "grace_evals", "reduction_factor"}
 RESOURCE_KEYS = {"workers", "gpus_per_worker", "cpus_per_worker"}
-BUDGET_KEYS = {"num_samples", "train", "resources", "test_eval", "max_concurrent", "scheduler", "confirm", "space"}
+TOP_TRAIN_KEYS = ("model", "corpus", "objective")  # written at a file's (and a budget's) top level, merged into train
+BUDGET_KEYS = {"num_samples", "train", "resources", "test_eval", "max_concurrent", "scheduler", "confirm", "space",
+               *TOP_TRAIN_KEYS}
 TEST_EVAL = ("all", "best", "none")
 SCHEDULERS = ("asha", "fifo")
 SCHEDULER_DEFAULTS = {"name": "asha", "grace_evals": 1, "reduction_factor": 2}
@@ -96,10 +100,11 @@ class SearchSpace:
     sampler: dict[str, Any] = field(default_factory=lambda: dict(SAMPLER_DEFAULTS))
     test_eval: str = "all"
     resources: Resources = field(default_factory=Resources)
-    cpu_budget: dict[str, Any] | None = None
+    cpu_budget: dict[str, Any] | None = None     # the sections of BUDGETS, as parsed
+    paper_budget: dict[str, Any] | None = None
     paper: dict[str, dict] = field(default_factory=dict)  # reported rows by family: {model, corpus, figures}
     confirm: Confirm | None = field(default_factory=Confirm)  # None: no confirmation stage
-    budget: str = "full"                   # "cpu" for the space `with_cpu_budget()` returns
+    budget: str = FULL                     # the budget `with_budget(name)` applied: a name of BUDGETS
 
     @property
     def conditional(self) -> bool:
@@ -184,18 +189,34 @@ class SearchSpace:
                                              gpus_per_worker=self.resources.gpus_per_worker)
                 yield family_name, corner, config
 
-    def with_cpu_budget(self) -> SearchSpace:
-        """No GPU: a copy with the settings the file's cpu_budget names replaced (fewer, shorter trials)."""
-        if not self.cpu_budget:
-            return dataclasses.replace(self, budget="cpu")
-        budget = self.cpu_budget
+    def budget_section(self, name: str) -> dict[str, Any] | None:
+        """The file's section of the named budget (None where it has none); a ConfigError for a budget the file
+        cannot run: an unknown name, or the paper's recipe in a file that states none."""
+        if name not in BUDGETS:
+            raise ConfigError.at("budget", f"{shown(name)} is not a budget (budgets: {FULL}, {', '.join(BUDGETS)})")
+        section = getattr(self, BUDGETS[name])
+        if section is None and name not in OPTIONAL_BUDGETS:
+            raise ConfigError.at("budget", f"{self.path} has no {BUDGETS[name]} section (a paper's own model, corpus "
+                                           f"and training settings), so it has no {name} budget to run: use "
+                                           f"--budget {FULL} or cpu, or add one (docs/spaces.md)")
+        return section
+
+    def with_budget(self, name: str) -> SearchSpace:
+        """The space a budget runs: the file's own for 'full'; else a copy with the settings the budget's section
+        names replaced (the CPU budget: fewer, shorter trials; the paper's: its model, corpus and recipe)."""
+        if name == FULL:
+            return self
+        budget = self.budget_section(name)
+        if not budget:  # a file without a cpu_budget: its own settings, run on CPUs
+            return dataclasses.replace(self, budget=name)
         families = self.families
         if "space" in budget:  # distributions replaced, or removed with null, in every family that searches them
-            families = {name: override_space(family, budget["space"]) for name, family in self.families.items()}
+            families = {family_name: override_space(family, budget["space"])
+                        for family_name, family in self.families.items()}
         confirm = self.confirm
         if "confirm" in budget:  # over the file's own confirmation settings, checked again as merged
             confirm = None if budget["confirm"] is None else parse_confirm(budget["confirm"], self.path,
-                                                                           "cpu_budget.confirm", base=confirm)
+                                                                           f"{BUDGETS[name]}.confirm", base=confirm)
         return dataclasses.replace(
             self,
             num_samples=budget.get("num_samples", self.num_samples),
@@ -206,8 +227,12 @@ class SearchSpace:
             resources=dataclasses.replace(self.resources, **budget.get("resources", {})),
             families=families,
             confirm=confirm,
-            budget="cpu",
+            budget=name,
         )
+
+    def with_cpu_budget(self) -> SearchSpace:
+        """No GPU: a copy with the settings the file's cpu_budget names replaced (fewer, shorter trials)."""
+        return self.with_budget("cpu")
 
 
 # ------------------------------------------------------------------------------------------ loading
@@ -261,9 +286,8 @@ def parse_space(raw: dict, where: str) -> SearchSpace:
     no_unknown(sampler, set(SAMPLER_DEFAULTS), where, "search.sampler.")
     resources = mapping(raw.get("resources", {}), where, "resources")
     no_unknown(resources, RESOURCE_KEYS, where, "resources.")
-    budget = raw.get("cpu_budget")
-    if budget is not None:
-        budget = _cpu_budget(budget, where)
+    budgets = {section: _budget(raw[section], where, section) for section in BUDGETS.values()
+               if raw.get(section) is not None}
     confirm = search.get("confirm", {})
     given = {key: search[key] for key in ("num_samples", "max_concurrent", "seed", "test_eval") if key in search}
     space = SearchSpace(
@@ -274,30 +298,37 @@ def parse_space(raw: dict, where: str) -> SearchSpace:
         scheduler=scheduler,
         sampler=sampler,
         resources=Resources(**resources),
-        cpu_budget=budget,
+        **budgets,
         paper=paper_rows(raw.get("paper", {}), where),
         confirm=None if confirm is None else parse_confirm(confirm, where, "search.confirm"),
         **given,  # what the file leaves out keeps SearchSpace's defaults
     )
     validate_space(space)
-    if budget:  # the budget must be valid too, checked now rather than on a GPU-less machine later
-        validate_space(space.with_cpu_budget(), prefix="cpu_budget: ")
+    for name, section in BUDGETS.items():  # each budget must be valid too, checked now rather than when it runs
+        if section in budgets:
+            validate_space(space.with_budget(name), prefix=f"{section}: ")
     return space
 
 
-def _cpu_budget(raw, where: str) -> dict[str, Any]:
-    """`cpu_budget:`, each part checked as the section it replaces, its distributions read (null: unsearched)."""
-    budget = mapping(raw, where, "cpu_budget")
-    no_unknown(budget, BUDGET_KEYS, where, "cpu_budget.")
+def _budget(raw, where: str, section: str) -> dict[str, Any]:
+    """A budget's section (`cpu_budget:`, `paper_budget:`), each part checked as the section it replaces, its
+    top-level model, corpus and objective merged into its train (as the file's own are), its distributions read
+    (null: unsearched)."""
+    budget = mapping(raw, where, section)
+    no_unknown(budget, BUDGET_KEYS, where, f"{section}.")
     for part, allowed in (("train", {f.name for f in dataclasses.fields(TrainConfig)}),
                           ("resources", RESOURCE_KEYS), ("scheduler", SCHEDULER_KEYS)):
         if part in budget:  # an empty part (`train:` with nothing) is an empty mapping
-            budget[part] = mapping(budget[part], where, f"cpu_budget.{part}")
-            no_unknown(budget[part], allowed, where, f"cpu_budget.{part}.")
-    TrainConfig.check_values(budget.get("train", {}), f"{where}: cpu_budget.train")
+            budget[part] = mapping(budget[part], where, f"{section}.{part}")
+            no_unknown(budget[part], allowed, where, f"{section}.{part}.")
+    top_level = {key: budget.pop(key) for key in TOP_TRAIN_KEYS if key in budget}
+    TrainConfig.check_values(top_level, f"{where}: {section}")  # named where the file has it: `corpus:`
+    TrainConfig.check_values(budget.get("train", {}), f"{where}: {section}.train")
+    if top_level:
+        budget["train"] = {**budget.get("train", {}), **top_level}
     if "space" in budget:
-        budget["space"] = {str(k): None if v is None else parse_distribution(v, where, f"cpu_budget.space.{k}")
-                           for k, v in mapping(budget["space"], where, "cpu_budget.space").items()}
+        budget["space"] = {str(k): None if v is None else parse_distribution(v, where, f"{section}.space.{k}")
+                           for k, v in mapping(budget["space"], where, f"{section}.space").items()}
     return budget
 
 

@@ -4,6 +4,11 @@
 best so far, dev curve, timings, the compile decision) and every rank's RNG states, so that a resumed training ends
 where an uninterrupted one with the same seed ends. Both are written atomically (built beside, then renamed); an
 OSError while writing (a full disk) becomes one `CheckpointWriteError` line, the previous checkpoint intact.
+
+best/ is written whenever the objective improves (it is the answer's model). last/ is 3-4 times the weights (Adam
+keeps two moments per weight), and writing it at every evaluation can take a large share of a trial's time (at the
+papers' scale, BERT-base's 1.3 GB every 125 steps); `CheckpointCadence` spaces its writes so that checkpoints take
+at most CHECKPOINT_SHARE of a training's time, at the price of more steps to train again after a kill.
 """
 from __future__ import annotations
 
@@ -12,6 +17,8 @@ import math
 import random
 import shutil
 import tempfile
+import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -22,7 +29,9 @@ from raycse.errors import ConfigError
 from raycse.files import replace_directory
 from raycse.training import distributed as dist_utils
 
+LAST_DIR = "last"  # the folder of everything needed to continue (beside best/)
 TRAINING_STATE_FILE = "training_state.pt"
+CHECKPOINT_SHARE = 0.05  # of a training's wall clock, at most, spent writing checkpoints (under a cadence)
 
 
 class CheckpointWriteError(OSError):
@@ -56,6 +65,39 @@ class Progress:
     timings: Timings = field(default_factory=Timings)
     compiled: bool | None = None  # the compile decision once taken (a resumed training keeps it)
     compile_decision: str = ""
+
+
+@dataclass
+class CheckpointCadence:
+    """When a training writes last/: at its first evaluation, then once the time since the last write began is at
+    least 1 / CHECKPOINT_SHARE (20) times the checkpoint seconds spent since then, and at least `least_interval_s`.
+
+    The seconds spent are measured, not assumed: the last/ write itself, whatever its caller adds for it (a search
+    trial: Tune's copy of the checkpoint to its storage) and the best/ written since. So from one last/ write to the
+    next, checkpoints take at most 5% of the time, on any model, disk or storage; when best/ alone costs that much
+    (improving at every evaluation), last/ waits. The trade: a training killed goes on from its last last/, so it
+    trains again up to one interval, about 20 times a write. `least_interval_s` is the search's pacing of
+    checkpoints (raycse/driver/tune/pacing.py). The last step's evaluation always writes last/ (the trainer's rule).
+    """
+
+    least_interval_s: float = 0.0
+    clock: Callable[[], float] = time.monotonic
+    began: float | None = None  # when the last last/ write began (None: none yet)
+    spent_s: float = 0.0  # checkpoint seconds since then
+
+    def due(self) -> bool:
+        if self.began is None:
+            return True
+        elapsed = self.clock() - self.began
+        return elapsed >= self.least_interval_s and self.spent_s <= CHECKPOINT_SHARE * elapsed
+
+    def writing_last(self) -> None:
+        """A last/ write begins now: the next interval is measured from here."""
+        self.began, self.spent_s = self.clock(), 0.0
+
+    def spent(self, seconds: float) -> None:
+        """Seconds spent on checkpoints (a last/ or best/ write, a copy of them to storage)."""
+        self.spent_s += seconds
 
 
 def _rng_states() -> dict:
@@ -93,7 +135,7 @@ def save_last(output_dir: Path, runner, progress: Progress, rank: int) -> None:
     rng_states = dist_utils.gather_objects(_rng_states())  # a collective: every rank takes part
     if rank != 0:
         return
-    target = output_dir / "last"
+    target = output_dir / LAST_DIR
     with writing_checkpoint(target):
         output_dir.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=".last.", suffix=".partial", dir=output_dir))

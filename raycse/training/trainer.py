@@ -11,13 +11,14 @@ batch to the optimiser's update, is `StepRunner`'s (step_runner.py).
 The output directory:
 
   best/          the best checkpoint by the objective: a model directory (Hugging Face + sentence-transformers)
-  last/          everything needed to continue after the last evaluation (model, optimiser, LR schedule, RNG
-                 states, position in the data, the dev curve so far): `train(..., resume=True)` picks it up and
+  last/          everything needed to continue after the evaluation that wrote it (model, optimiser, LR schedule,
+                 RNG states, position in the data, the dev curve so far): `train(..., resume=True)` picks it up and
                  ends where an uninterrupted training with the same seed would have ended
   results.json   written at the end: the figures, the dev curve, the configuration, where the time went
 
-Both checkpoints are written atomically at every evaluation (build beside, then rename), so a kill or a full disk
-at any moment leaves the previous ones whole.
+best/ is written whenever the objective improves, last/ at every evaluation or, given a `CheckpointCadence` (a
+search trial's), when the cadence says and at the last step. Both are written atomically (build beside, then
+rename), so a kill or a full disk at any moment leaves the previous ones whole.
 """
 from __future__ import annotations
 
@@ -42,7 +43,14 @@ from raycse.seeds import derived_seed
 from raycse.settings.config import TrainConfig
 from raycse.training import distributed as dist_utils
 from raycse.training.batches import training_loader
-from raycse.training.checkpoints import Progress, Timings, load_last, save_last, writing_checkpoint
+from raycse.training.checkpoints import (
+    CheckpointCadence,
+    Progress,
+    Timings,
+    load_last,
+    save_last,
+    writing_checkpoint,
+)
 from raycse.training.compile_policy import CompileProbe, decide_compile
 from raycse.training.step_runner import StepRunner
 
@@ -72,7 +80,7 @@ class EvalReport:
     loss_stats: dict[str, float]  # the loss's own diagnostics, means since the last evaluation (DCLR's, say)
     timings: Timings
     compile_decision: str
-    checkpoint: str | None  # rank 0: the output directory, whose best/ and last/ were just written; else None
+    checkpoint: str | None  # rank 0, when this evaluation wrote last/: the output directory (best/, last/); else None
 
 
 # ----------------------------------------------------------------------------------------------- setup
@@ -221,6 +229,7 @@ class Evaluation:
     rank: int
     sentences_per_step: int  # the global batch
     on_eval: Callable[[EvalReport], None] | None
+    cadence: CheckpointCadence | None = None  # when last/ is written (None: at every evaluation)
 
     def __call__(self, step: int, total_steps: int, meter: LossMeter) -> EvalReport:
         device, progress = self.runner.device, self.progress
@@ -235,31 +244,48 @@ class Evaluation:
         progress.step = step
         progress.dev_curve.append({"step": step, "objective": value, **dev_scores, "train_loss": train_loss})
         with self.clock.spent_on("checkpoint"):
-            with writing_checkpoint(self.output_dir / "best"):
-                if improved and self.rank == 0:
-                    self.encoder.save(self.output_dir / "best", pooler=self.eval_pooler)
-            save_last(self.output_dir, self.runner, progress, self.rank)
+            wrote_last = self.write_checkpoints(improved, last_step=step == total_steps)
         timings = progress.timings
         report = EvalReport(
             step=step, total_steps=total_steps, objective=value, best_objective=progress.best_objective,
             best_step=progress.best_step, dev_scores=dev_scores, train_loss=train_loss,
             sentences_per_s=self.sentences_per_step * step / max(timings.train_s, 1e-9), loss_stats=loss_stats,
             timings=Timings(**asdict(timings)), compile_decision=progress.compile_decision,
-            checkpoint=str(self.output_dir) if self.rank == 0 else None)
+            checkpoint=str(self.output_dir) if self.rank == 0 and wrote_last else None)
         if self.on_eval is not None:
             self.on_eval(report)
         return report
+
+    def write_checkpoints(self, improved: bool, last_step: bool) -> bool:
+        """best/ if the objective improved; last/ at every evaluation, or when the cadence says and at the last step.
+        Returns whether last/ was written: rank 0 decides for every worker (writing last/ is a collective)."""
+        started = time.perf_counter()
+        with writing_checkpoint(self.output_dir / "best"):
+            if improved and self.rank == 0:
+                self.encoder.save(self.output_dir / "best", pooler=self.eval_pooler)
+        cadence = self.cadence
+        if cadence is not None:
+            cadence.spent(time.perf_counter() - started)
+            if not dist_utils.broadcast_float(float(last_step or cadence.due()), self.runner.device):
+                return False
+            cadence.writing_last()
+        started = time.perf_counter()
+        save_last(self.output_dir, self.runner, self.progress, self.rank)
+        if cadence is not None:
+            cadence.spent(time.perf_counter() - started)
+        return True
 
 
 # ------------------------------------------------------------------------------------------- train
 def train(config: TrainConfig, on_eval: Callable[[EvalReport], None] | None = None,
           on_step: Callable[[int, int], None] | None = None, resume: bool = False, examples: list | None = None,
-          compile_seconds: float | None = None, shared_tokens: SharedTokens | None = None) -> dict:
+          compile_seconds: float | None = None, shared_tokens: SharedTokens | None = None,
+          cadence: CheckpointCadence | None = None) -> dict:
     """Train, scoring the objective every `eval_steps`; returns (and on rank 0 writes) results.json.
 
     resume: continue from output_dir/last. examples: the training data already read (else `load_examples`).
-    compile_seconds: what compiling cost on this node before, for compile="auto" (`decide_compile`).
-    shared_tokens: the data's token ids made once for a whole search (used when made from this configuration).
+    compile_seconds: what compiling cost on this node before, for compile="auto" (`decide_compile`). shared_tokens:
+    the data's token ids made once for a whole search. cadence: when last/ is written (None: every evaluation).
     """
     if config.output_dir is None:
         raise ConfigError("output_dir: required")
@@ -268,9 +294,7 @@ def train(config: TrainConfig, on_eval: Callable[[EvalReport], None] | None = No
     # The same seed on every worker while the model is built: the freshly initialised MLP head must start
     # identical everywhere (there is no DDP broadcast; summed gradients keep identical weights identical).
     seed_everything(config.seed)
-    device = pick_device()
-    output_dir = Path(config.output_dir)
-    train_pooler, eval_pooler = config.poolers()
+    device, output_dir, (train_pooler, eval_pooler) = pick_device(), Path(config.output_dir), config.poolers()
 
     loss_fn = build_loss(config.loss, config.reg, **config.hparams)
     encoder = Encoder.from_pretrained(config.model, pooler=train_pooler, trust_remote_code=config.trust_remote_code)
@@ -288,7 +312,7 @@ def train(config: TrainConfig, on_eval: Callable[[EvalReport], None] | None = No
     probe = start_compiling(config, runner, total_steps, compile_seconds, progress)
     clock, meter = StepClock(progress.timings, device), LossMeter(device)
     evaluate = Evaluation(objective, encoder, eval_pooler, runner, progress, clock, output_dir, rank,
-                          config.batch_size * world_size, on_eval)
+                          config.batch_size * world_size, on_eval, cadence)
 
     step = progress.step
     tokenized = iter(training_loader(batches, config.epochs, total_steps, runner.tokenize, device, config.seed,

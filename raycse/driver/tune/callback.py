@@ -3,7 +3,9 @@
 Only the driver writes to MLflow (one process; the trials' runs from one thread of its own, beside Tune's loop), so
 a SQLite store is never written by the trials' processes at once. A trial's run is opened when it starts, gets its
 step-indexed evaluations, and is ended FINISHED when the trial completes: from then on `raycse.driver.tune.trial` never
-trains it again (it replays the recorded result).
+trains it again (it replays the recorded result). Then, unless the search keeps them (--keep-checkpoints), the trial's
+checkpoint loses its last/, the training state that only a trial still running needs
+(raycse.driver.tune.checkpoint_retention).
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from ray import tune
 from raycse.driver import progress
 from raycse.driver.outcome import ended_status
 from raycse.driver.state import say
+from raycse.driver.tune.checkpoint_retention import drop_training_state
 from raycse.driver.tune.write_queue import StepMetrics, WriteQueue
 from raycse.records import (
     BEST_OBJECTIVE,
@@ -68,10 +71,14 @@ class MlflowSearchCallback(tune.Callback):
     per trial, which would grow with the search. Everything about runs happens on the writer's thread; the loop's
     thread reads the trial and prints its lines."""
 
-    def __init__(self, tracking_uri: str, experiment: str, parent_run_id: str, space: SearchSpace, log=say):
+    keep_checkpoints = False  # (the class's default: a callback pickled by a raycse without the option)
+
+    def __init__(self, tracking_uri: str, experiment: str, parent_run_id: str, space: SearchSpace, log=say,
+                 keep_checkpoints: bool = False):
         self.tracking_uri, self.experiment, self.space = tracking_uri, experiment, space
         self.parent_run_id = parent_run_id
         self.log = log
+        self.keep_checkpoints = keep_checkpoints  # a trial that ended keeps its last/ too
         self.run_ids: dict[str, str] = {}  # the writer's thread's
         self._tracker = None
         self._writes: WriteQueue | None = None
@@ -135,19 +142,22 @@ class MlflowSearchCallback(tune.Callback):
     def on_trial_complete(self, iteration, trials, trial, **info):
         progress.trials_seen(trials, ended=trial)
         last = trial.last_result or {}
-        if last.get(REPLAYED):
-            return
         checkpoint = getattr(trial, "checkpoint", None)
+        if last.get(REPLAYED):  # recorded before a kill, which may have come before its last/ was deleted
+            self._drop_training_state(checkpoint)
+            return
         tags = {STEPS_TAG: last.get(STEP, 0), CHECKPOINT_TAG: checkpoint.path if checkpoint else ""}
         if last.get(DIVERGED_KEY):
             tags.update({STATUS_TAG: DIVERGED, ERROR_TAG: last.get(ERROR, "")})
             self.writes.submit(functools.partial(self._end, trial.trial_id, tags, "FAILED"))
+            self._drop_training_state(checkpoint)
             return
         status = ended_status(last)  # finished once it reached its last step, whatever ASHA decided there
         # from the write on, the trial is done, whatever happens to the driver; its line says so once it is written
         line = f"trial {trial.trial_id}  {status}: best objective {last.get(BEST_OBJECTIVE, math.nan):.2f}"
         self.writes.submit(functools.partial(self._end, trial.trial_id, {STATUS_TAG: status, **tags}, "FINISHED",
                                              line))
+        self._drop_training_state(checkpoint)
 
     def on_trial_error(self, iteration, trials, trial, **info):
         progress.trials_seen(trials, ended=trial)
@@ -155,6 +165,12 @@ class MlflowSearchCallback(tune.Callback):
         self.log(f"trial {trial.trial_id}  failed: {error}")
         tags = {STATUS_TAG: FAILED, ERROR_TAG: error, STEPS_TAG: (trial.last_result or {}).get(STEP, 0)}
         self.writes.submit(functools.partial(self._end, trial.trial_id, tags, "FAILED"))
+        self._drop_training_state(getattr(trial, "checkpoint", None))
+
+    def _drop_training_state(self, checkpoint) -> None:
+        """The ended trial's last/ deleted on the writer's thread, after its run's end is written (in order)."""
+        if checkpoint is not None and not self.keep_checkpoints:
+            self.writes.submit(functools.partial(drop_training_state, checkpoint, self.log))
 
     def get_state(self):
         """Called by Tune as it snapshots the experiment: MLflow first catches up with everything the snapshot holds.

@@ -1,4 +1,5 @@
-"""How often Tune snapshots a search: a trial's checkpoints, paced; and the period of Tune's own snapshots.
+"""How often Tune snapshots a search: the least interval between a trial's checkpoints; and the period of Tune's own
+snapshots.
 
 Tune snapshots the experiment — every trial's state, about 20 KB a trial (benchmarks/scale.py) — once a period,
 and also each time a trial hands it a checkpoint: it keeps one checkpoint per trial (CheckpointConfig(num_to_keep=1))
@@ -6,15 +7,15 @@ and must never leave a snapshot naming a checkpoint it has deleted. A trial that
 evaluation made the driver write a snapshot of the whole search at every result: work that grows with the search
 at every result, quadratic in all (benchmarks/scale.py measured it as the largest cost of the driver's loop).
 
-So a trial hands Tune a checkpoint at most once every `checkpoint_every_s` seconds (and always with its final
-result, whose best/ is the answer's model), and the driver sets that to a second per slot beyond the first: all
-trials together hand over about one checkpoint a second whatever the cluster's size, and a killed search or a
-crashed trial resumes from at most that many seconds back (with one slot: every evaluation, as before). It also
-spares the storage a copy of every trial's best/ and last/ at every evaluation. Only the reports that carry a
-checkpoint change: every evaluation still reaches ASHA, Optuna and MLflow.
+So a trial hands Tune a checkpoint at most once every `checkpoint_every_s` seconds, and the driver sets that to a
+second per slot beyond the first: all trials together hand over about one checkpoint a second whatever the
+cluster's size. It is a floor: a trial hands over a checkpoint only with the evaluations that write its last/, which
+the trial's own cadence also spaces by what writing it costs (raycse.training.checkpoints.CheckpointCadence: at most
+5% of its time), and always with its last step's evaluation, whose best/ is the answer's model. Only the reports
+that carry a checkpoint change: every evaluation still reaches ASHA, Optuna and MLflow.
 
-Light on purpose: the trial (raycse.driver.tune.trial) and the stand-in of benchmarks/scale.py both use
-`CheckpointPace`.
+Light on purpose: the trial (raycse.driver.tune.trial) and the stand-in of benchmarks/scale.py (which hands over a
+checkpoint with the first evaluation `checkpoint_every_s` after its last one: `CheckpointPace`) both read it.
 """
 from __future__ import annotations
 

@@ -85,7 +85,8 @@ def tuner(state: SearchState, plan: SearchSpace, stage: str, tune_config, param_
         # The restored run config brings back the pickled callbacks (the MLflow one re-opens its client lazily).
         return tune.Tuner.restore(path, trainable=trainable, resume_unfinished=True, resume_errored=False,
                                   restart_errored=False, param_space=param_space)
-    callback = MlflowSearchCallback(state.options.tracking_uri, plan.experiment, state.parent_run_id, plan, state.log)
+    callback = MlflowSearchCallback(state.options.tracking_uri, plan.experiment, state.parent_run_id, plan, state.log,
+                                    keep_checkpoints=state.options.keep_checkpoints)
     return tune.Tuner(
         trainable, param_space=param_space, tune_config=tune_config(),
         run_config=tune.RunConfig(

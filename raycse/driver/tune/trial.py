@@ -3,8 +3,11 @@
 A trial is a Tune function trainable (`run_trial`). With one worker it trains in its own process; with several
 it starts a Ray Train `TorchTrainer` (Ray 2.60 runs Train V2: a Tune function starts the TorchTrainer and
 `TuneReportCallback` forwards its reports). At every evaluation the trial reports the objective (which drives
-ASHA and Optuna) with a Tune checkpoint holding best/ and last/, so that a trial Ray restarts after a crash, or
-one a resumed search restarts, continues from its last evaluation rather than from step 0.
+ASHA and Optuna); the evaluations that write last/ (at the cadence of `raycse.training.checkpoints.CheckpointCadence`:
+checkpoints at most 5% of the trial's time, and at the last step) hand Tune a checkpoint holding best/ and that
+last/, so that a trial Ray restarts after a crash, or one a resumed search restarts, continues from its last last/
+rather than from step 0. Each checkpoint Tune holds is whole: its last/ knows the best/ beside it. Once the trial
+has ended the driver deletes its last/ (raycse.driver.tune.checkpoint_retention).
 
 A trial whose completion MLflow already holds (its run FINISHED by the driver) is never trained again: a search
 killed between that moment and Tune's next save of its own state would otherwise re-run it on --resume.
@@ -24,7 +27,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from raycse.driver.tune.pacing import CheckpointPace
 from raycse.driver.tune.replay import TrialContext, replayed_result
 from raycse.driver.tune.trial_result import evaluation_result, final_result
 from raycse.evaluation.sts import DevObjective
@@ -50,6 +52,7 @@ from raycse.records import (
 )
 from raycse.settings.config import TrainConfig
 from raycse.settings.space import SearchSpace, TrialSpec
+from raycse.training.checkpoints import CheckpointCadence
 
 COMPILE_RECORD = "raycse-compile-seconds.json"  # per node, in the system's temp directory
 
@@ -91,42 +94,40 @@ def diverged_metrics(err, last_eval: dict) -> dict[str, Any]:
 
 
 def train_and_report(config: TrainConfig, report, resume: bool, worker_start_s: float = 0.0,
-                     shared_tokens=None, pace: CheckpointPace | None = None) -> None:
+                     shared_tokens=None, least_interval_s: float = 0.0) -> None:
     """Train, calling `report(metrics, checkpoint_dir)` at each evaluation and once at the end (final results).
-    With a `pace`, an evaluation's report carries its checkpoint only when one is due (driver/pacing.py); the final
-    report always does."""
+    An evaluation's report carries its checkpoint when the evaluation wrote last/ (`CheckpointCadence`, at least
+    `least_interval_s` apart: driver/tune/pacing.py), the last step's always; the final report none: the last
+    step's checkpoint holds the final best/, and a trial killed before its end is recorded goes on from its last/
+    (no step left: it only scores the test tasks again)."""
     from raycse.training.trainer import TrainingDiverged, train
 
     last_eval: dict[str, Any] = {TRIAL_STARTUP: worker_start_s}
     extra_checkpoint_s = 0.0
+    cadence = CheckpointCadence(least_interval_s)
 
     def on_eval(eval_report) -> None:
         nonlocal extra_checkpoint_s
         metrics = eval_metrics(eval_report, extra_checkpoint_s, worker_start_s)
         last_eval.update(metrics)
-        checkpoint = eval_report.checkpoint if pace is None or pace.due() else None
         clock = time.perf_counter()
-        report(metrics, checkpoint)
-        if checkpoint is not None:
-            extra_checkpoint_s += time.perf_counter() - clock  # Tune's copy of the checkpoint to storage
-            if pace is not None:
-                pace.handed()
+        report(metrics, eval_report.checkpoint)
+        if eval_report.checkpoint is not None:
+            copied = time.perf_counter() - clock  # Tune's copy of the checkpoint to its storage
+            extra_checkpoint_s += copied
+            last_eval[TRIAL_CHECKPOINT] += copied  # (the final report's figure)
+            cadence.spent(copied)
 
     record = _compile_record()
     try:
         results = train(config, on_eval=on_eval, resume=resume, compile_seconds=record.get("seconds"),
-                        shared_tokens=shared_tokens)
+                        shared_tokens=shared_tokens, cadence=cadence)
     except TrainingDiverged as err:
         report(diverged_metrics(err, last_eval), None)
         return
     if results["timings"]["compile_s"] > 0:
         _write_compile_record(results["timings"]["compile_s"])
-    # The final checkpoint holds best/ alone: a finished trial never resumes, so its last/ need not be kept.
-    final_dir = None
-    if config.output_dir and (Path(config.output_dir) / "best").is_dir():
-        final_dir = Path(config.output_dir)
-        shutil.rmtree(final_dir / "last", ignore_errors=True)
-    report(final_metrics(results, last_eval), str(final_dir) if final_dir else None)
+    report(final_metrics(results, last_eval), None)
 
 
 def _compile_record() -> dict:
@@ -220,8 +221,7 @@ def run_trial(tune_config: dict, space: SearchSpace, context: TrialContext, shar
             metrics = {**metrics, TRIAL_STARTED_AT: started_at, REPORTED_AT: time.time()}  # how many ran at once
             tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(checkpoint_dir) if checkpoint_dir else None)
 
-        train_and_report(config, report, resume, worker_start_s, shared_tokens,
-                         CheckpointPace(context.checkpoint_every_s))
+        train_and_report(config, report, resume, worker_start_s, shared_tokens, context.checkpoint_every_s)
     finally:
         shutil.rmtree(output_dir, ignore_errors=True)  # Tune keeps its own copy of every reported checkpoint
         if complementary_dir:

@@ -1,0 +1,94 @@
+"""A search's stages as the driver runs them (raycse/driver/run.py: the untouched model's scoring beside the first
+trials, DCLR's stage 0, search, choose, judge), each with its trials, seeds and what they do, and the work the cost
+model counts for them (raycse/bench/cost_model.py): steps, evaluations, the seven test tasks where the file asks for
+them, ASHA's stops in the search stage, and one Tune run per judging look.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from raycse.bench.cost_model import Block, StageCost, Trial, asha_rungs, asha_trials, evals_of
+from raycse.bench.judging_runs import look_reach
+from raycse.settings.space import SearchSpace
+
+NO_MAX_STEPS = 10**7  # raycse.driver.plan.scheduler's max_t without max_steps: ASHA's rungs are not capped
+
+
+@dataclass
+class StagePlan:
+    """One stage of the plan: its trials (at most), their seeds, what they do, and the model's count of them."""
+
+    name: str
+    trials: int
+    seeds: str
+    what: str
+    steps_per_trial: int = 0
+    evals_per_trial: int = 0
+    cost: StageCost | None = None  # None: the untouched model's scoring, counted beside the search stage's trials
+
+
+def lay_out(plan: SearchSpace, steps: int, with_stage0: bool) -> tuple[list[StagePlan], list[StageCost]]:
+    """The stages of `plan` (its trials of `steps` each) as printed, and as the cost model counts them."""
+    from raycse.judging.confirmation_plan import seed_blocks
+
+    base, on_all = plan.base, plan.test_eval == "all"
+    evals = evals_of(steps, base.eval_steps)
+    whole = Trial(steps, evals, on_all)
+    untouched = Trial(0, 1, plan.test_eval != "none", checkpoints=False)
+    stages = [StagePlan("baseline", 1, "-", "the untouched model's objective" + (" and test tasks" if untouched.tests
+                        else "") + ", beside the first search trials (a first run: a kept score costs nothing)",
+                        0, 1)]
+    if with_stage0:
+        stages.append(StagePlan("stage0", 1, str(base.seed), "DCLR's complementary SimCSE model", steps, evals,
+                                StageCost("stage0", [Block([Trial(steps, evals)], [Trial(steps, evals)])])))
+    stopped = "" if plan.scheduler["name"] != "asha" else (
+        f"; ASHA stops 1 in {plan.scheduler['reduction_factor']:g} at each rung, expected")
+    stages.append(StagePlan("search", plan.num_samples, f"{base.seed} (every trial)",
+                            f"{plan.num_samples} configurations, the published point first{stopped}", steps, evals,
+                            StageCost("search", [Block(search_trials(plan, steps, on_all),
+                                                       [whole] * plan.num_samples)], beside=untouched)))
+    if plan.confirm is not None:
+        confirm = plan.confirm
+        blocks = seed_blocks(base.seed, top_k=confirm.top_k, choose_seeds=confirm.choose_seeds,
+                             judge_seeds=confirm.judge_seeds)
+        if blocks.choose:
+            runs = confirm.top_k * len(blocks.choose)
+            stages.append(StagePlan("choose", runs, _seed_range(blocks.choose),
+                                    f"the top {confirm.top_k} configurations on {len(blocks.choose)} fresh seeds each",
+                                    steps, evals, StageCost("choose", [Block([whole] * runs, [whole] * runs)])))
+        stages.append(judge_stage(plan, steps, evals, blocks.judge))
+    return stages, [stage.cost for stage in stages if stage.cost is not None]
+
+
+def search_trials(plan: SearchSpace, steps: int, tests: bool) -> list[Trial]:
+    """The search stage's trials as expected: ASHA's stops at its rungs (raycse.driver.plan.scheduler's), or none."""
+    base, scheduler = plan.base, plan.scheduler
+    if scheduler["name"] != "asha":
+        return [Trial(steps, evals_of(steps, base.eval_steps), tests)] * plan.num_samples
+    rungs = asha_rungs(steps, int(scheduler["grace_evals"] * base.eval_steps), scheduler["reduction_factor"],
+                       (base.max_steps or NO_MAX_STEPS) + 1)
+    return asha_trials(plan.num_samples, steps, base.eval_steps, rungs, scheduler["reduction_factor"], tests)
+
+
+def judge_stage(plan: SearchSpace, steps: int, evals: int, seeds: tuple[int, ...]) -> StagePlan:
+    """The winner and the published point on the judging seeds, one Tune run per look; the first `test_seeds` score
+    the test tasks. Each look's block runs with the chance the looks give (judging_runs)."""
+    confirm = plan.confirm
+    looks = confirm.judging_looks()
+    on_test = confirm.judging_seeds_on_test() if plan.test_eval != "none" else 0
+    blocks, start = [], 0
+    for end, reach in zip(looks, look_reach(tuple(looks))):
+        trials = [Trial(steps, evals, index < on_test) for _side in range(2) for index in range(start, end)]
+        blocks.append(Block(trials, trials, reach))
+        start = end
+    cost = StageCost("judge", blocks)
+    tests = ("" if not on_test else ", all also on the seven test tasks" if on_test == len(seeds)
+             else f", the first {on_test} also on the seven test tasks")
+    looked = (f"; looks after {', '.join(map(str, looks))} seeds: {cost.runs():.1f} runs expected" if len(looks) > 1
+              else "")
+    what = f"the winner and the published point on {len(seeds)} fresh seeds each{tests}{looked}"
+    return StagePlan("judge", 2 * len(seeds), _seed_range(seeds), what, steps, evals, cost)
+
+
+def _seed_range(seeds: tuple[int, ...]) -> str:
+    return f"{seeds[0]}-{seeds[-1]}" if len(seeds) > 1 else str(seeds[0])
