@@ -53,6 +53,19 @@ def _mlflow_tracking_uri_as_it_was():
         os.environ["MLFLOW_TRACKING_URI"] = before
 
 
+@pytest.fixture(scope="module")
+def local_ray(request):
+    """A local Ray of one CPU for a module's Tune tests. pytest imports the module from tests/, which is not on the
+    workers' path: its trainables are shipped by value."""
+    import ray
+
+    ray.cloudpickle.register_pickle_by_value(request.module)
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+    ray.cloudpickle.unregister_pickle_by_value(request.module)
+
+
 def pytest_xdist_auto_num_workers(config) -> int:
     """`-n auto` (pyproject's addopts): one test process per core, at most 4. A Ray-starting test starts a cluster of
     its own, a dozen processes and about a gigabyte; more of them at once would trade memory for little time."""

@@ -11,7 +11,6 @@ best/ behind, and its answer is exported and reported.
 """
 from __future__ import annotations
 
-import sys
 import tempfile
 from pathlib import Path
 
@@ -128,17 +127,6 @@ def _two_checkpoints(config):
                                           best_step=step, train_loss=1.0, sentences_per_s=1.0, timings={}),
                         checkpoint=tune.Checkpoint.from_directory(folder))
     tune.report(final_result(steps=2, best_objective=2.0, best_step=2, timings={}))
-
-
-@pytest.fixture(scope="module")
-def local_ray():
-    import ray
-
-    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # tests/ is not on the workers' path
-    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
-    ray.cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
 
 
 @pytest.mark.slow

@@ -3,7 +3,6 @@ deleted after taking a newer one (a search killed between the deletion and the n
 trial on resume; it continues from the newer checkpoint. Without the callback, Tune's own restore fails it."""
 from __future__ import annotations
 
-import sys
 import tempfile
 from pathlib import Path
 
@@ -24,19 +23,6 @@ def _trainable(config):
         raise RuntimeError("stopped after its first checkpoint")
     with checkpoint.as_directory() as folder:
         tune.report({"step": 2, "resumed_from": int(Path(folder, "step").read_text())})
-
-
-@pytest.fixture(scope="module")
-def local_ray():
-    import ray
-
-    # pytest imports this module from tests/, which is not on the workers' path: ship `_trainable` by value (as
-    # tests/test_distributed.py does)
-    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
-    ray.cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
 
 
 def _killed_in_the_window(tmp_path: Path, name: str, callbacks: list) -> Path:

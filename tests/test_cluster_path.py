@@ -40,7 +40,8 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENT = "cluster-path"
-# One trial at a time: it hands Tune a checkpoint at every evaluation (pacing: slots - 1 = 0 s), it is the only one
+# One trial at a time: it hands Tune a checkpoint at every evaluation (checkpoint_share: 1, and pacing: slots - 1 =
+# 0 s; by default a trial this short would write last/ only at its first and last evaluations), it is the only one
 # running when a kill comes, and the searcher proposes the second trial only once the first has ended. 128 steps: a
 # trial still runs when the second kill comes, which follows the node's by a new worker's start-up.
 STEPS, EVAL_STEPS, TRIALS = 128, 8, 2
@@ -49,7 +50,7 @@ experiment: {experiment}
 model: {model}
 objective: {objective}
 loss: simcse
-train: {{batch_size: 8, max_steps: {steps}, eval_steps: {eval_steps}, max_sentences: {sentences}}}
+train: {{batch_size: 8, max_steps: {steps}, eval_steps: {eval_steps}, max_sentences: {sentences}, checkpoint_share: 1}}
 space: {{tau: {{type: loguniform, low: 0.02, high: 0.2}}}}
 published: {{tau: 0.05}}
 search: {{num_samples: {trials}, seed: 0, test_eval: none, scheduler: {{name: fifo}}, max_concurrent: 1}}

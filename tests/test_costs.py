@@ -33,6 +33,7 @@ from raycse.bench.cost_model import (
     slot_seconds,
 )
 from raycse.errors import ConfigError
+from raycse.settings.space import load_space
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
@@ -62,7 +63,9 @@ def test_fed_the_trials_that_ran_the_model_predicts_the_h100_run_within_a_quarte
     assert [round(timings[f"time_{p}_s"]) for p in ("setup", "search", "choose", "judge")] == [26, 66, 50, 40]
     assert [round(timings[k]) for k in TRIAL_TERMS] == [181, 0, 184, 134, 25] and timings["concurrent_slots"] == 4
 
-    plan = raycse.plan("focal", gpus=1, budget="full")  # a GPU plan: recorded GPU figures, nothing measured here
+    # a GPU plan (recorded GPU figures, nothing measured here) of the file as it ran: the test tasks on every trial
+    as_it_ran = dataclasses.replace(load_space("focal"), test_eval="all")
+    plan = raycse.plan(as_it_ran, gpus=1, budget="full")
     assert plan.concurrent == 4 and "recorded on an H100" in plan.rates.step.source
     cost = plan.cost.as_ran(dict(ran))
     assert cost.wall_seconds() == pytest.approx(timings["time_total_s"], rel=0.25)
@@ -257,3 +260,23 @@ def test_the_cost_tables_are_the_model_of_the_shipped_space_files():
     text = script.cost_tables()
     assert "| focal.yaml | full | 1 |" in text and "| focal.yaml | paper | 8 |" in text
     assert script.COSTS.read_text(encoding="utf-8") == text, "docs/costs.md is stale: run scripts/cost_tables.py"
+
+
+def test_the_test_tasks_are_scored_where_the_answer_uses_them_and_the_dry_run_prices_each_choice():
+    """By default (test_eval: best) the seven test tasks score the judging runs and the untouched model only; the dry
+    run states what that costs against scoring every finished trial (all) or none."""
+    from raycse.bench.dry_run import format_dry_run
+
+    for name in ("focal", "simcse", "dclr", "all"):
+        assert load_space(name).test_eval == "best", name
+    run = raycse.plan("focal", gpus=1, budget="full")
+    (all_wall, all_hours), (best_wall, best_hours), (none_wall, none_hours) = (
+        run.test_eval_prices[choice] for choice in ("all", "best", "none"))
+    assert run.test_eval == "best" and best_wall == pytest.approx(run.cost.wall_seconds())
+    # under all, the 9 choosing runs are scored too, and the search trials that ASHA lets finish (of 16)
+    scorings = (all_hours - best_hours) * 3600 / run.rates.test.value
+    assert 9 < scorings < 25
+    assert all_wall > best_wall > none_wall and all_hours > best_hours > none_hours
+    line = next(line for line in format_dry_run(run).splitlines() if line.startswith("Test tasks:"))
+    assert "test_eval: best, scored on the judging runs and the untouched model; instead, all (every finished " \
+           "trial) +" in line and "; none (no run) -" in line

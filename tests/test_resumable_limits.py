@@ -5,7 +5,6 @@ waits for a trial forever."""
 from __future__ import annotations
 
 import pickle
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,17 +16,6 @@ def _trainable(config):
     from ray import tune
 
     tune.report({"x": config["x"]})
-
-
-@pytest.fixture(scope="module")
-def local_ray():
-    import ray
-
-    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # tests/ is not on the workers' path
-    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
-    ray.cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
 
 
 def _snapshot_counting_a_finished_trial(tmp_path: Path) -> tuple[Path, str]:

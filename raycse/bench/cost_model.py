@@ -243,3 +243,10 @@ def asha_rungs(steps: int, grace_steps: int, reduction_factor: float, max_t: int
         rungs.append(rung)
         rung = int(rung * reduction_factor)
     return rungs
+
+
+def duration(seconds: float) -> str:
+    """Seconds as a person reads them: seconds, minutes or hours."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"

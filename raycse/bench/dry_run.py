@@ -11,17 +11,19 @@ A comparison's plan (`ComparePlan`, raycse/bench/compare_plan.py) is its losses'
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from raycse.bench import cost_figures
-from raycse.bench.cost_model import DISK_RECORD, WRITE_COPIES, Figure, Rates, SearchCost
+from raycse.bench.cost_model import DISK_RECORD, WRITE_COPIES, Figure, Rates, SearchCost, duration
 from raycse.bench.judging_runs import SOURCE as LOOKS_SOURCE
 from raycse.bench.search_stages import StagePlan, lay_out
+from raycse.bench.test_pricing import test_eval_line, test_eval_price
 from raycse.driver.plan import max_concurrent, needs_stage0, search_plan
 from raycse.errors import ConfigError
-from raycse.settings.space import SearchSpace
+from raycse.settings.space import TEST_EVAL, SearchSpace
 
 # Sentence pairs scored by one evaluation of STS-B dev. Without a measured evaluation: encoding a sentence forward
 # only costs about a third of training on it (forward and backward), and a training step encodes two views of each row.
@@ -50,6 +52,8 @@ class DryRun:
     cost: SearchCost
     stages: list[StagePlan] = field(default_factory=list)
     refused: str | None = None  # why the real run would refuse to start (the experiment exists already), if it would
+    test_eval: str = "best"  # which runs score the seven test tasks (the space's test_eval)
+    test_eval_prices: dict[str, tuple[float, float]] = field(default_factory=dict)  # each choice: (wall s, trial-h)
 
     @property
     def rates(self) -> Rates:
@@ -163,13 +167,15 @@ def plan_search(space: SearchSpace, options: dict, step_ms: float | None = None,
         rates = cost_figures.cpu_rates(*cpu_step(plan, gpus, step_ms, shape), weights, sentences)
     stages, costs = lay_out(plan, steps, with_stage0=needs_stage0(plan))
     held = (gpus or gpus_per_trial * concurrent) if gpus_per_trial else 0
+    keep_last = "all" if options.get("keep_checkpoints") else "none"
+    prices = {choice: test_eval_price(dataclasses.replace(plan, test_eval=choice), steps, rates, concurrent, held,
+                                      weights, keep_last) for choice in TEST_EVAL}
     resources = (f"{res.workers} worker(s) x ({res.cpus_per_worker:g} CPU, {res.gpus_per_worker:g} GPU) per trial, "
                  f"{concurrent} at once{why_concurrent}")
     return DryRun(space=str(space.path), experiment=plan.experiment, budget=budget, budget_reason=reason, gpus=gpus,
                   resources=resources, gpus_per_trial=gpus_per_trial, concurrent=concurrent,
-                  cost=SearchCost(rates, concurrent, held, costs, weights,
-                                  keep_last="all" if options.get("keep_checkpoints") else "none"), stages=stages,
-                  refused=refusal(plan, options))
+                  cost=SearchCost(rates, concurrent, held, costs, weights, keep_last), stages=stages,
+                  refused=refusal(plan, options), test_eval=plan.test_eval, test_eval_prices=prices)
 
 
 def trials_per_gpu(plan: SearchSpace, gpus: int, concurrent: int) -> int:
@@ -351,6 +357,8 @@ def format_dry_run(run: DryRun) -> str:
               f"Wall clock: about {duration(cost.wall_seconds())} expected ({judged}ASHA's stops), "
               f"{duration(cost.wall_seconds(expected=False))} at most ({most}no trial stopped early), with "
               f"{run.concurrent} trial(s) at once{gpus}."]
+    if run.test_eval_prices:
+        lines.append(test_eval_line(run.test_eval, run.test_eval_prices))
     if run.disk_bytes is not None:
         last = " and last/ (--keep-checkpoints)" if cost.keep_last == "all" else ""
         lines.append(f"Disk: peaks at about {run.disk_bytes / 1e9:.1f} GB while trials write checkpoints, "
@@ -376,10 +384,3 @@ def _overheads(rates: Rates) -> str:
         if figure.value or figure is not rates.compile:
             sources.setdefault(figure.source, []).append(text)
     return "; ".join(f"{', '.join(texts)} ({source})" for source, texts in sources.items())
-
-
-def duration(seconds: float) -> str:
-    """Seconds as a person reads them: seconds, minutes or hours."""
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    return f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"

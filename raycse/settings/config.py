@@ -121,6 +121,10 @@ class TrainConfig:
     compile: str = setting("auto", "torch.compile with CUDA graphs (CUDA only): auto compiles when the "
                            "training's steps repay the compile time", choices=COMPILE_POLICIES)
     test_eval: bool = setting(True, "score the best checkpoint on the seven STS test tasks at the end")
+    checkpoint_share: float = setting(0.05, "a search trial writes last/ (what it goes on from after a kill: the "
+                                      "weights and the optimiser's state) at its first evaluation, its last step, and "
+                                      "whenever checkpoints have taken at most this share of the time since the last "
+                                      "write; 1: at every evaluation", low=0.0, high=1.0, strict=True, flag=False)
     trust_remote_code: bool = setting(False, "let transformers run code shipped with the model")
     output_dir: str | None = setting(None, "where best/, last/ and results.json go", flag=False,
                                      check=inputs.check_output_dir)

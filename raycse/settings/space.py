@@ -98,7 +98,7 @@ class SearchSpace:
     seed: int = 0
     scheduler: dict[str, Any] = field(default_factory=lambda: dict(SCHEDULER_DEFAULTS))
     sampler: dict[str, Any] = field(default_factory=lambda: dict(SAMPLER_DEFAULTS))
-    test_eval: str = "all"
+    test_eval: str = "best"
     resources: Resources = field(default_factory=Resources)
     cpu_budget: dict[str, Any] | None = None     # the sections of BUDGETS, as parsed
     paper_budget: dict[str, Any] | None = None

@@ -27,11 +27,12 @@ import torch
 
 from raycse.errors import ConfigError
 from raycse.files import replace_directory
+from raycse.settings.config import TrainConfig
 from raycse.training import distributed as dist_utils
 
 LAST_DIR = "last"  # the folder of everything needed to continue (beside best/)
 TRAINING_STATE_FILE = "training_state.pt"
-CHECKPOINT_SHARE = 0.05  # of a training's wall clock, at most, spent writing checkpoints (under a cadence)
+CHECKPOINT_SHARE = TrainConfig.checkpoint_share  # of a training's time, at most, spent writing checkpoints
 
 
 class CheckpointWriteError(OSError):
@@ -81,6 +82,7 @@ class CheckpointCadence:
     """
 
     least_interval_s: float = 0.0
+    share: float = CHECKPOINT_SHARE  # a space file's train.checkpoint_share (1: at every evaluation)
     clock: Callable[[], float] = time.monotonic
     began: float | None = None  # when the last last/ write began (None: none yet)
     spent_s: float = 0.0  # checkpoint seconds since then
@@ -89,7 +91,7 @@ class CheckpointCadence:
         if self.began is None:
             return True
         elapsed = self.clock() - self.began
-        return elapsed >= self.least_interval_s and self.spent_s <= CHECKPOINT_SHARE * elapsed
+        return elapsed >= self.least_interval_s and self.spent_s <= self.share * elapsed
 
     def writing_last(self) -> None:
         """A last/ write begins now: the next interval is measured from here."""

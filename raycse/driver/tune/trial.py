@@ -104,7 +104,7 @@ def train_and_report(config: TrainConfig, report, resume: bool, worker_start_s: 
 
     last_eval: dict[str, Any] = {TRIAL_STARTUP: worker_start_s}
     extra_checkpoint_s = 0.0
-    cadence = CheckpointCadence(least_interval_s)
+    cadence = CheckpointCadence(least_interval_s, share=config.checkpoint_share)
 
     def on_eval(eval_report) -> None:
         nonlocal extra_checkpoint_s
