@@ -14,7 +14,7 @@
     cost_model.py       what a search costs: wall clock, GPU-hours and peak disk from named terms (pure)
     cost_figures.py     the recorded figures the cost model reads, each with its record; a plan's rates
     judging_runs.py     the chance that the judging block reaches each sequential look
-    test_pricing.py     what the seven test tasks cost under each choice of test_eval
+    sts_tasks_cost.py   what the seven STS test tasks cost under each choice of test_eval
     compare_plan.py     `raycse compare --dry-run`: each loss's search plan and the shared judging
 
 May import: driver, comparing, judging, sampling, training, tracking (the dry run reads, never writes, the stores),

@@ -20,7 +20,7 @@ from raycse.bench import cost_figures
 from raycse.bench.cost_model import DISK_RECORD, WRITE_COPIES, Figure, Rates, SearchCost, duration
 from raycse.bench.judging_runs import SOURCE as LOOKS_SOURCE
 from raycse.bench.search_stages import StagePlan, lay_out
-from raycse.bench.test_pricing import test_eval_line, test_eval_price
+from raycse.bench.sts_tasks_cost import test_eval_line, test_eval_price
 from raycse.driver.plan import max_concurrent, needs_stage0, search_plan
 from raycse.errors import ConfigError
 from raycse.settings.space import TEST_EVAL, SearchSpace
