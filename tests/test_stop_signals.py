@@ -401,8 +401,8 @@ from raycse.training import stop_signals
 stop_signals.STOP_WITHIN_S = 1.0  # the command line's 25 s, shortened
 stop_signals.install(["search"])
 child = subprocess.Popen(["sleep", "600"])  # a process the command started
-print(child.pid, flush=True)
 with stop_signals.graceful(lambda: None):  # a stop asked for, and never over (Ray killed under the driver)
+    print(child.pid, flush=True)  # from here on the signal finds the stop in order running (the test's cue)
     time.sleep(600)
 """
 
