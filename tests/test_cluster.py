@@ -347,8 +347,6 @@ def test_fake_gpu_cluster_runs_ones_own_loss_on_a_worker_that_cannot_import_it(t
     assert runs[0].data.params["loss_family"] == "cluster-margin" and "margin" in runs[0].data.params
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(900)
 def _mtime(path: str) -> float:
     try:
         return os.stat(path).st_mtime
@@ -384,6 +382,8 @@ def wait_until_the_next_trial_runs(cluster, previous: str, timeout: float = 120)
     raise AssertionError(f"no worker started the trial after {previous} within {timeout:.0f} s")
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(900)
 def test_a_drained_node_and_a_node_lost_while_its_trial_starts_count_no_failure(tmp_path, monkeypatch,
                                                                                  tiny_bert_dir):
     """Preemption is not failure. On three fake GPU nodes, one trial at a time: the first trial's node is drained as a
