@@ -112,6 +112,7 @@ SEARCH_MEAN_RUNNING_STARTING = "search_mean_running_starting"  # while trials re
 SEARCH_SLOT_USE = "search_slot_use"  # the latter over the slots
 TRIAL_STARTED_AT = "trial_started_at"  # in every report: the wall-clock time (time.time()) the trainable started
 REPORTED_AT = "reported_at"  # in every report: the wall-clock time of the report
+TRIAL_PROCESS = "trial_process_id"  # in every report: the process id of the one that trains (a warm worker's)
 
 
 def phase_key(phase: str) -> str:

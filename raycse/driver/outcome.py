@@ -49,6 +49,7 @@ class TrialRecord:
     optuna_number: int | None = None  # the trial's number in the persistent Optuna study (search stage only)
     curve: list[tuple[int, float]] = field(default_factory=list)  # (step, objective) of every evaluation
     started_at: float = 0.0  # the wall-clock time (time.time()) of the trial's first result less its own time
+    process_id: int | None = None  # the process that trained it (a warm worker serves trials of every stage)
 
 
 @dataclass

@@ -63,12 +63,15 @@ def run_stages(space: SearchSpace, options: SearchOptions, log=say) -> SearchSta
     check_search(space, options)
     state = SearchState(space=space, options=options, log=log)
     state.clock = PhaseClock(options.started_at)
-    with progress.shown(options.started_at) as status:  # a status line on a terminal, plain lines elsewhere
-        for stage in STAGES:
-            if stage.applies(state):
-                status.stage(stage.name)
-                with state.clock.phase(stage.name):
-                    stage.run(state)
+    try:
+        with progress.shown(options.started_at) as status:  # a status line on a terminal, plain lines elsewhere
+            for stage in STAGES:
+                if stage.applies(state):
+                    status.stage(stage.name)
+                    with state.clock.phase(stage.name):
+                        stage.run(state)
+    finally:
+        state.close()
     state.outcome.timings = state.outcome.summary["timings"] = state.timings()
     return state
 

@@ -60,6 +60,9 @@ class SearchOptions:
     # One loss of `raycse compare`: judging on fixed seeds (one look, no early stop: the comparison's family is
     # judged at once), every judging seed scored on the test tasks (the judged figure of every comparison).
     comparison: bool = False
+    # Trials train in warm workers that live across the search's stages (raycse/driver/tune/warm_workers.py); False
+    # trains each in Tune's own trial process, started anew by each stage (benchmarks compare the two)
+    warm_workers: bool = True
 
 
 class PhaseClock:
@@ -138,6 +141,35 @@ class SearchState:
     judge_runs: list[TrialRecord] | None = None  # the judging block's runs: the winner and the published point
     outcome: SearchOutcome | None = None
     clock: PhaseClock | None = None  # set by the conductor
+    _warm_pool: Any = None  # the search's warm workers, started with its first trial (`warm_pool`)
+    _shared_token_ref: Any = None
+
+    def warm_pool(self):
+        """The search's pool of warm workers (raycse.driver.tune.warm_workers), started the first time it is asked
+        for; `close` ends it."""
+        if self._warm_pool is None:
+            from raycse.driver.tune.warm_workers import start_pool
+
+            self._warm_pool = start_pool()
+        return self._warm_pool
+
+    def shared_token_ref(self) -> list | None:
+        """[the Ray object reference of `shared_tokens`], put in the object store once for every stage; or None."""
+        if self.shared_tokens is None:
+            return None
+        if self._shared_token_ref is None:
+            import ray
+
+            self._shared_token_ref = [ray.put(self.shared_tokens)]
+        return self._shared_token_ref
+
+    def close(self) -> None:
+        """End what the search started for its trials (its warm workers)."""
+        if self._warm_pool is not None:
+            from raycse.driver.tune.warm_workers import stop_pool
+
+            stop_pool(self._warm_pool)
+            self._warm_pool = None
 
     def timings(self) -> dict[str, float]:
         """Where the time went so far: the phases, the trials' own seconds summed, and how busy the slots were."""

@@ -8,6 +8,7 @@ the real trial (raycse.driver.tune.trial) and the stand-in of benchmarks/scale.p
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from raycse.records import (
     BEST_OBJECTIVE,
@@ -37,6 +38,7 @@ class TrialContext:
     # (the driver recorded its completion, then was killed before Tune's snapshot did), so only then is MLflow asked
     resumed: bool = True
     checkpoint_every_s: float = 0.0  # the least seconds between two of the trial's Tune checkpoints (driver/pacing)
+    warm_pool: Any = None  # the search's warm workers (driver/tune/warm_workers.py); None: a trial trains in Tune's
 
 
 def replayed_result(context: TrialContext, trial_id: str) -> dict | None:

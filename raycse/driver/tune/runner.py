@@ -32,6 +32,7 @@ from raycse.records import (
     STEP,
     TEST_KEYS,
     TRIAL_ID,
+    TRIAL_PROCESS,
     TRIAL_STARTED_AT,
     TRIAL_TIMING_KEYS,
 )
@@ -107,7 +108,9 @@ def trial_function(state: SearchState, plan: SearchSpace, slots: int):
                            checkpoint_every_s=checkpoint_every_s(slots))
     if state.options.trial_stand_in is not None:
         return state.options.trial_stand_in.trainable(plan, context)
-    return tune.with_parameters(run_trial, space=plan, context=context, shared_tokens=state.shared_tokens)
+    if state.options.warm_workers:
+        context = dataclasses.replace(context, warm_pool=state.warm_pool())
+    return tune.with_parameters(run_trial, space=plan, context=context, shared_tokens=state.shared_token_ref())
 
 
 def fixed_slots(state: SearchState, plan: SearchSpace, specs: list[TrialSpec]) -> int:
@@ -225,7 +228,8 @@ def trial_records(grid, plan: SearchSpace) -> list[TrialRecord]:
             timings={k: float(metrics.get(k, 0.0)) for k in TRIAL_TIMING_KEYS},
             # Ray's own timestamp is whole seconds: the trial's report times, where it reported them, are exact
             ended_at=float(metrics.get(REPORTED_AT) or metrics.get("timestamp", 0.0)), curve=dev_curve(result),
-            started_at=float(metrics.get(TRIAL_STARTED_AT) or 0.0)))
+            started_at=float(metrics.get(TRIAL_STARTED_AT) or 0.0),
+            process_id=int(metrics[TRIAL_PROCESS]) if metrics.get(TRIAL_PROCESS) else None))
     return sorted(records, key=lambda r: r.trial_id)
 
 

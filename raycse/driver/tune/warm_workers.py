@@ -1,0 +1,312 @@
+"""Warm workers: the processes that train a search's trials live as long as the search, across its stages.
+
+Tune runs each trial in an actor of its own, and each stage of a search (the search, choosing, judging: one Tune
+experiment each) starts its actors anew, so without these every stage would start a new process per slot, each
+importing torch and transformers (about 6 CPU-seconds) and, on a GPU, making its CUDA context (13-17 s a trial
+measured on an H100, a third of a search's trial time). Here Tune's trial actor (raycse.driver.tune.trial) is a light
+proxy: it asks the search's pool (`WarmPool`, an actor the driver starts) for an idle worker on its own node and
+GPU, hands it the training (`TrialJob`), and passes each of its reports to Tune. The pool starts a worker only when
+none is idle, so a search starts about as many as it runs trials at once.
+
+The handshake keeps Tune's semantics: a worker waits at each report until Tune has taken it (`tune.report` copies
+the checkpoint before the worker writes the next one), and a trial Tune stops (ASHA; the end of a search) stops its
+worker there. A worker whose proxy is gone without a word (a killed process, a lost node) finds that out at its next
+report and stops. A worker that fails (a killed process) fails its trial, which Tune retries as before; the pool
+then starts a new one. Resources are the proxy's: Tune reserves the trial's CPUs and GPU share for it, and the
+worker (no resources of its own, on the proxy's node) trains on the GPU Ray gave the proxy, with as many threads.
+
+The pool and its workers end with the search (`stop_pool`) or with the driver that owns them.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import queue
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from raycse.records import TRIAL_PROCESS
+from raycse.settings.config import TrainConfig
+
+REPORT, END, FAILED = "report", "end", "failed"
+OWNER_CHECK_S = 5.0  # how often a worker waiting for Tune to take its report checks that the trial's proxy lives
+CANCEL_WAIT_S = 30.0  # how long a stopped trial waits for its worker to unwind before Tune reuses its actor
+WORKER_THREADS = 4  # a worker's concurrent calls: `next` waits while `cancel` arrives
+
+
+@dataclasses.dataclass(frozen=True)
+class TrialJob:
+    """One trial's training, as Tune's trial actor hands it to the process that trains.
+
+    Attributes:
+        config: the trial's TrainConfig (its output_dir already holds a restored checkpoint when `resume`).
+        resume: continue from output_dir's last/.
+        shared_tokens: [the Ray object reference of the training data's token ids] (raycse.data.tokens), or None.
+        least_interval_s: the least seconds between two of the trial's Tune checkpoints (driver/tune/pacing.py).
+        loss_sources: the users' own losses the trial may train (checked where it trains).
+    """
+
+    config: TrainConfig
+    resume: bool
+    shared_tokens: list | None
+    least_interval_s: float
+    loss_sources: tuple = ()
+
+
+class TrialFailed(RuntimeError):
+    """The training of a trial failed in its warm worker; the message holds the worker's traceback."""
+
+
+class _Stopped(BaseException):
+    """Unwinds a worker's training once Tune has stopped its trial (a BaseException, as the SystemExit with which
+    Tune stops a trial in its own process: the trainer's own handlers let it through)."""
+
+
+def run_job(job: TrialJob, report: Callable[[dict, str | None], None], worker_start_s: float = 0.0) -> None:
+    """Train `job` in this process, each report stamped with this process's id.
+
+    Args:
+        job: the trial's training.
+        report: called as `report(metrics, checkpoint_dir)` at each evaluation and once at the end.
+        worker_start_s: the seconds the trial waited for this process (its start-up figure).
+
+    Example:
+        >>> run_job(TrialJob(config, resume=False, shared_tokens=None, least_interval_s=0.0), print)  # doctest: +SKIP
+    """
+    from raycse.driver.tune.trial_training import train_and_report
+
+    check_own_losses(job.loss_sources)
+    pid = os.getpid()
+
+    def stamped(metrics: dict, checkpoint_dir: str | None) -> None:
+        report({**metrics, TRIAL_PROCESS: pid}, checkpoint_dir)
+
+    train_and_report(job.config, stamped, job.resume, worker_start_s, _tokens(job.shared_tokens),
+                     job.least_interval_s)
+
+
+def check_own_losses(sources) -> None:
+    """Each user's loss the trial trains is importable on this node, from the file the search started with."""
+    if sources:
+        from raycse.losses.own import check_shipped
+
+        for source in sources:
+            check_shipped(source)
+
+
+def _tokens(shared: list | None):
+    if not shared:
+        return None
+    import ray
+
+    return ray.get(shared[0])
+
+
+# ------------------------------------------------------------------------------------------ Tune's side
+def train_on_warm_worker(pool, job: TrialJob, report: Callable[[dict, str | None], None],
+                         worker_start_s: float) -> None:
+    """Train `job` on an idle warm worker of `pool` on this node and GPU, passing each of its reports to `report`
+    (which is `tune.report`'s caller: a stopped trial leaves it by SystemExit, and its worker stops too).
+
+    Args:
+        pool: the search's `WarmPool` actor.
+        job: the trial's training.
+        report: called as `report(metrics, checkpoint_dir)`, in this process, for each report of the worker.
+        worker_start_s: the seconds this trial's own process took to start; the wait for the worker is added.
+    """
+    import ray
+
+    context = ray.get_runtime_context()
+    node, devices = context.get_node_id(), ",".join(context.get_accelerator_ids().get("GPU", [])) or None
+    cpus = context.get_assigned_resources().get("CPU", 1.0)
+    clock = time.perf_counter()
+    worker = _ready_worker(pool, node, devices)
+    ray.get(worker.start.remote(job, worker_start_s + time.perf_counter() - clock, cpus, context.get_actor_id()))
+    ended = False
+    try:
+        while True:
+            kind, payload, checkpoint_dir = ray.get(worker.next.remote())
+            if kind == END:
+                ended = True
+                return
+            if kind == FAILED:
+                ended = True
+                raise TrialFailed(payload)
+            report(payload, checkpoint_dir)
+    except ray.exceptions.RayActorError:
+        ended = True
+        pool.forget.remote(worker)
+        raise
+    finally:
+        if not ended:  # Tune stopped the trial (SystemExit from tune.report): its worker stops at that report
+            try:
+                ray.get(worker.cancel.remote(), timeout=CANCEL_WAIT_S)
+            except (ray.exceptions.RayError, TimeoutError):
+                pass
+
+
+def _ready_worker(pool, node: str, devices: str | None):
+    """An idle worker of `pool` for this node and GPU, started (its imports done); one lost while idle is
+    forgotten and another taken."""
+    import ray
+
+    for attempt in range(2):
+        worker = ray.get(pool.acquire.remote(node, devices))
+        try:
+            ray.get(worker.__ray_ready__.remote())
+            return worker
+        except ray.exceptions.RayActorError:
+            pool.forget.remote(worker)
+            if attempt:
+                raise
+
+
+# ------------------------------------------------------------------------------------------ the worker
+class WarmWorker:
+    """A process that trains one trial at a time, for any stage of the search (a Ray actor of `WarmPool`'s)."""
+
+    def __init__(self, pool, key: tuple, devices: str | None):
+        if devices is not None:  # the GPU Ray gave the trials this worker serves (it has no resources of its own)
+            os.environ["CUDA_VISIBLE_DEVICES"] = devices
+        import raycse.driver.tune.trial_training  # noqa: F401  torch, transformers and the trainer: once, here
+
+        self._pool, self._key = pool, key
+        self._thread: threading.Thread | None = None
+
+    def start(self, job: TrialJob, worker_start_s: float, cpus: float, owner: str) -> None:
+        """Start training `job` (in a thread of this process); its reports come out of `next`."""
+        import torch
+
+        torch.set_num_threads(max(1, math.floor(cpus)))  # as Ray sets a trial process's OMP_NUM_THREADS
+        self._messages: queue.SimpleQueue = queue.SimpleQueue()
+        self._taken, self._awaiting, self._owner = threading.Semaphore(0), False, owner
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._train, args=(job, worker_start_s), daemon=True)
+        self._thread.start()
+
+    def next(self) -> tuple[str, Any, str | None]:
+        """The next message of the training: (REPORT, metrics, checkpoint_dir), (END, None, None) or (FAILED,
+        traceback, None). Calling it again says the previous report was taken: only then does the training go on."""
+        if self._awaiting:
+            self._taken.release()
+        message = self._messages.get()
+        self._awaiting = message[0] == REPORT
+        return message
+
+    def cancel(self) -> None:
+        """Stop the training at its report (Tune stopped the trial); returns once it has unwound."""
+        self._stopped.set()
+        self._taken.release()
+        if self._thread is not None:
+            self._thread.join(CANCEL_WAIT_S)
+
+    def _train(self, job: TrialJob, worker_start_s: float) -> None:
+        import ray
+
+        message: tuple | None = (END, None, None)
+        try:
+            run_job(job, self._report, worker_start_s)
+        except _Stopped:
+            message = None
+        except Exception:  # noqa: BLE001 - the trial fails, as it would in Tune's own process; the worker lives on
+            message = (FAILED, traceback.format_exc(), None)
+        finally:
+            _release_memory()
+            # idle in the pool before the trial's proxy hears of the end: the next trial finds this worker
+            ray.get(self._pool.release.remote(self._key, ray.get_runtime_context().current_actor))
+            if message is not None:
+                self._messages.put(message)
+
+    def _report(self, metrics: dict, checkpoint_dir: str | None) -> None:
+        if self._stopped.is_set():
+            raise _Stopped
+        self._messages.put((REPORT, metrics, checkpoint_dir))
+        while not self._taken.acquire(timeout=OWNER_CHECK_S):
+            if not _alive(self._owner):  # the trial's proxy died (a kill, a lost node): nobody takes reports
+                raise _Stopped
+        if self._stopped.is_set():
+            raise _Stopped
+
+
+def _alive(actor_id: str) -> bool:
+    """Whether an actor lives, from Ray's actor table (`ray._private.state`: Ray's public state API would need the
+    dashboard, which raycse does not start)."""
+    from ray._private.state import actors
+
+    try:
+        return actors(actor_id=actor_id).get("State") != "DEAD"
+    except Exception:  # noqa: BLE001 - the table unreachable: assume it lives, and ask again later
+        return True
+
+
+def _release_memory() -> None:
+    import gc
+
+    import torch
+
+    gc.collect()
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()  # other trials share the GPU
+
+
+# ------------------------------------------------------------------------------------------ the pool
+class WarmPool:
+    """The search's warm workers, idle ones by (node, GPU ids). Started by the driver (`start_pool`), which owns it:
+    the workers it starts are its own, and end with it."""
+
+    def __init__(self):
+        self._idle: dict[tuple, list] = {}
+        self._workers: list = []  # every live worker, busy or idle: Ray ends an actor its owner holds no handle of
+        self._started = 0
+
+    def acquire(self, node: str, devices: str | None):
+        """An idle worker on `node` for the GPU ids `devices` (None: no GPU), or a new one there."""
+        import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        key = (node, devices)
+        if self._idle.get(key):
+            return self._idle[key].pop()
+        worker = ray.remote(WarmWorker).options(
+            num_cpus=0, max_concurrency=WORKER_THREADS,
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
+        ).remote(ray.get_runtime_context().current_actor, key, devices)
+        self._workers.append(worker)
+        self._started += 1
+        return worker
+
+    def release(self, key: tuple, worker) -> None:
+        self._idle.setdefault(key, []).append(worker)
+
+    def forget(self, worker) -> None:
+        """Drop a worker that failed (its process was killed, its node lost)."""
+        for workers in (*self._idle.values(), self._workers):
+            if worker in workers:
+                workers.remove(worker)
+
+    def started(self) -> int:
+        """How many workers the pool has started."""
+        return self._started
+
+
+def start_pool():
+    """The search's pool of warm workers (a Ray actor owned by the caller, on its node)."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    return ray.remote(WarmPool).options(num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(
+        ray.get_runtime_context().get_node_id(), soft=True)).remote()
+
+
+def stop_pool(pool) -> None:
+    """End the pool and its workers (their trials have ended)."""
+    import ray
+
+    try:
+        ray.kill(pool)
+    except Exception:  # noqa: BLE001 - Ray already shut down: the pool went with it
+        pass

@@ -1,0 +1,59 @@
+"""Warm workers (raycse/driver/tune/warm_workers.py): a search's trials, of every stage, train in processes that live
+for the whole search, about as many as it runs trials at once. A real Ray, Tune, Optuna and a tiny BERT."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from raycse.settings.space import load_space
+
+pytestmark = pytest.mark.slow
+
+SPACE = """\
+experiment: warm
+model: {model}
+objective: {dev}
+loss: focal
+train: {{batch_size: 8, max_steps: 8, eval_steps: 2, max_sentences: 160, lr: 1.0e-4}}
+space:
+  tau: {{type: loguniform, low: 0.02, high: 0.2}}
+  m: {{type: uniform, low: 0.0, high: 0.6}}
+published: {{tau: 0.07, m: 0.3}}
+search: {{num_samples: 4, seed: 0, test_eval: none, max_concurrent: 2,
+         scheduler: {{name: asha, grace_evals: 1, reduction_factor: 2}},
+         confirm: {{top_k: 2, choose_seeds: 1, judge_seeds: 2}}}}
+resources: {{workers: 1, cpus_per_worker: 1}}
+"""
+
+
+@pytest.fixture
+def ray_session():
+    import ray
+
+    yield
+    ray.shutdown()
+
+
+@pytest.mark.timeout(900)
+def test_a_three_stage_search_trains_every_trial_in_at_most_max_concurrent_processes(tmp_path, tiny_bert_dir,
+                                                                                     ray_session):
+    from test_search import small_dev_file
+
+    from raycse.driver.run import run_stages
+    from raycse.driver.state import SearchOptions
+
+    path = tmp_path / "warm.yaml"
+    path.write_text(SPACE.format(model=tiny_bert_dir, dev=small_dev_file(tmp_path)))
+    options = SearchOptions(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}", storage_path=str(tmp_path / "ray"),
+                            budget="full")
+    state = run_stages(load_space(str(path)), options, log=lambda line: None)
+
+    trials = [*state.searched, *state.choose_runs, *state.judge_runs]
+    assert state.searched and state.choose_runs and state.judge_runs  # three stages trained
+    processes = {trial.process_id for trial in trials}
+    assert None not in processes, [dataclasses.asdict(trial) for trial in trials if trial.process_id is None]
+    # the process ids the trials reported themselves: each stage's trials ran in the processes of the stage before
+    assert len(processes) <= 2, processes
+    by_stage = [{t.process_id for t in stage} for stage in (state.searched, state.choose_runs, state.judge_runs)]
+    assert by_stage[1] <= by_stage[0] and by_stage[2] <= by_stage[0], by_stage
