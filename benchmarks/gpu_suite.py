@@ -280,12 +280,12 @@ def summarize(part: str, out: Path) -> str:
         path, row = out / "paper.json", out / f"{paper_row(out)}.json"
         bench = json.loads(row.read_text()) if row.is_file() else None
         return paper_line(json.loads(path.read_text()), bench) if path.is_file() else "paper: no search finished yet"
-    if part == "search":
-        summary = search_summary(out / "state" / "search")
+    if part in ("search", "search-cold"):
+        summary = search_summary(out / "state" / part)
         if summary is None:
-            return "search: no search_summary.json yet (not finished: run the same call again, it resumes)"
-        (out / "search.json").write_text(json.dumps(summary, indent=1) + "\n")
-        return f"search: {search_line(summary)}"
+            return f"{part}: no search_summary.json yet (not finished: run the same call again, it resumes)"
+        (out / f"{part}.json").write_text(json.dumps(summary, indent=1) + "\n")
+        return f"{part}: {search_line(summary)}"
     if part == "sampler":
         runs = []
         for state in sorted((out / "state").glob("sampler-*")):

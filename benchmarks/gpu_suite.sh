@@ -9,6 +9,7 @@
 #              each, over two calls); each figure beside the dry run's prediction; then the BERT-base bench row its
 #              one-trial step is held to
 #   search     the full focal.yaml search on the real weights: search stage, choosing, sequential judging, test tasks
+#   search-cold  (named only) the same search with --no-warm-workers: each stage starts its own trial processes
 #   sampler    the default sampler against random on the full budget's search stage, sampler seeds 0, 1, 2 each
 #   cached     gradient caching on BERT-base (raycse bench --cached): eager, then compiled
 #   landscape  the dense landscape (benchmarks/landscape.py --preset gpu)
@@ -37,7 +38,7 @@ while [[ ${1:-} == --* ]]; do
   esac
   shift
 done
-out=${1:?usage: gpu_suite.sh [--rehearse] [--random-weights] OUTDIR [paper search sampler cached landscape step]}; shift
+out=${1:?usage: gpu_suite.sh [--rehearse] [--random-weights] OUTDIR [paper search sampler cached landscape step search-cold]}; shift
 parts=$*
 mkdir -p "$out/state" && out=$(cd "$out" && pwd)
 helpers=$PWD/benchmarks/gpu_suite.py
@@ -133,19 +134,20 @@ for part in $parts; do
     [ -n "$row" ] && "$row"
     summary paper
     ;;
-  search)
-    [ -s "$out/search.json" ] && { summary search; continue; }
-    if [ ! -e "$out/state/search" ] && (($(left) < search_needs)); then  # a later call on this machine resumes one
-      echo "gpu_suite: search not started: $(left) s left, it needs about $search_needs s" | tee -a "$out/search.log"
-      summary search; continue
+  search|search-cold)  # search-cold: the same search with --no-warm-workers (each stage starts its trial processes)
+    [ -s "$out/$part.json" ] && { summary "$part"; continue; }
+    if [ ! -e "$out/state/$part" ] && (($(left) < search_needs)); then  # a later call on this machine resumes one
+      echo "gpu_suite: $part not started: $(left) s left, it needs about $search_needs s" | tee -a "$out/$part.log"
+      summary "$part"; continue
     fi
     kill=()  # the rehearsal's first search call: killed once a trial has finished, so that the next one resumes
-    [ -n "$kill_first_search" ] && [ ! -e "$out/state/search.killed" ] && kill=(--kill-when "$kill_first_search")
-    search "$out/state/search" supervised search "${kill[@]}" -- python3 -m raycse search --space "$space"
+    [ -n "$kill_first_search" ] && [ ! -e "$out/state/$part.killed" ] && kill=(--kill-when "$kill_first_search")
+    cold=(); [ "$part" = search-cold ] && cold=(--no-warm-workers)
+    search "$out/state/$part" supervised "$part" "${kill[@]}" -- python3 -m raycse search --space "$space" "${cold[@]}"
     rc=$?
-    ((rc == 124)) && ((${#kill[@]})) && : >"$out/state/search.killed"
-    ((rc == 0 || rc == 124)) || { failed=1; tail -n 25 "$out/search.log" >&2; }
-    summary search
+    ((rc == 124)) && ((${#kill[@]})) && : >"$out/state/$part.killed"
+    ((rc == 0 || rc == 124)) || { failed=1; tail -n 25 "$out/$part.log" >&2; }
+    summary "$part"
     ;;
   sampler)
     python3 "$helpers" space "$space" --test-eval none --output "$out/state/focal-default.yaml"

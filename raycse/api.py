@@ -44,8 +44,8 @@ def search(space: str | os.PathLike | SearchSpace, *, num_samples: int | None = 
            seed: int | None = None, choose_seeds: int | None = None, judge_seeds: int | None = None,
            confirm: bool = True, tracking_uri: str | None = None, optuna_storage: str | None = None,
            storage_path: str | None = None, state: str | None = None, budget: str = "auto", resume: bool = False,
-           keep_checkpoints: bool = False, experiment: str | None = None, log: Callable[[str], None] | None = None,
-           _started_at: float | None = None) -> SearchOutcome:
+           keep_checkpoints: bool = False, experiment: str | None = None, warm_workers: bool = True,
+           log: Callable[[str], None] | None = None, _started_at: float | None = None) -> SearchOutcome:
     """Run (or, with resume=True, continue) a search over a space file: `raycse search`.
 
     Args:
@@ -92,7 +92,7 @@ def search(space: str | os.PathLike | SearchSpace, *, num_samples: int | None = 
 def compare(spaces: list[str | os.PathLike | SearchSpace], *, num_samples: int | None = None,
             max_concurrent: int | None = None, seed: int | None = None, choose_seeds: int | None = None,
             judge_seeds: int | None = None, tracking_uri: str | None = None, optuna_storage: str | None = None,
-            storage_path: str | None = None, state: str | None = None, budget: str = "auto",
+            storage_path: str | None = None, state: str | None = None, budget: str = "auto", warm_workers: bool = True,
             keep_checkpoints: bool = False, experiment: str | None = None, output_dir: str = "compare",
             dry_run: bool = False, log: Callable[[str], None] | None = None) -> ComparisonOutcome | ComparePlan:
     """Compare losses fairly (`raycse compare`, docs/compare.md): each loss searched with the same budget, then the

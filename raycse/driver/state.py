@@ -153,6 +153,15 @@ class SearchState:
             self._warm_pool = start_pool()
         return self._warm_pool
 
+    def start_warm_workers(self, slots: int) -> None:
+        """Start the pool and the workers the first `slots` trials will train in, while the set-up goes on."""
+        from raycse.driver.tune.warm_workers import first_workers
+
+        if self.plan.resources.workers == 1:
+            keys = first_workers(self.plan.resources.gpus_per_worker, slots)
+            if keys:
+                self.warm_pool().prestart.remote(keys)
+
     def shared_token_ref(self) -> list | None:
         """[the Ray object reference of `shared_tokens`], put in the object store once for every stage; or None."""
         if self.shared_tokens is None:

@@ -79,6 +79,9 @@ SEARCH_OPTIONS = (
            "keeps only its best/ weights"),
     Option("experiment", str, None, "the search's name: its MLflow experiment, Optuna study, Tune folder and "
            "registered model (default: the file's `experiment`), so that one file can be searched twice"),
+    Option("warm_workers", bool, True, "no warm workers: each trial trains in Tune's own trial process, which every "
+           "stage starts anew (by default the processes that train live for the whole search, across its stages) "
+           "(Python: warm_workers=False)"),
 )
 
 COMPARE_OPTIONS = tuple(option for option in SEARCH_OPTIONS

@@ -43,6 +43,8 @@ class SetupStage(Stage):
         state.cluster = ray.cluster_resources()
         state.budget = options.budget if options.budget != "auto" else planning.auto_budget(state.cluster)
         plan = state.plan = planning.search_plan(space, options, state.budget)
+        if options.warm_workers and options.trial_stand_in is None:  # their imports overlap the rest of the set-up
+            state.start_warm_workers(planning.max_concurrent(plan, state.cluster))
         set_snapshot_period(state.storage, plan.num_samples)
         if state.budget == "cpu":
             confirm, judged = plan.confirm, ")."

@@ -14,7 +14,9 @@ The driver's side:
     concurrency.py          how many trials really ran at once, from their start and end times
     scoring.py              the untouched model and saved checkpoints scored as Ray tasks
 The worker's side:
-    trial.py                one trial, as a Tune function trainable around raycse.training.trainer
+    trial.py                one trial, as a Tune function trainable: it hands the training to a warm worker
+    warm_workers.py         the processes that train, living for the whole search (its pool, their handshake)
+    trial_training.py       the training and what each report holds, wherever it runs
     trial_result.py         the results a trial reports to Tune (per evaluation, last)
     replay.py               a trial MLflow holds as finished replays its result instead of training
 

@@ -174,6 +174,11 @@ class WarmWorker:
             os.environ["CUDA_VISIBLE_DEVICES"] = devices
         import raycse.driver.tune.trial_training  # noqa: F401  torch, transformers and the trainer: once, here
 
+        if devices is not None:
+            import torch
+
+            if torch.cuda.is_available():
+                torch.zeros(1, device="cuda")  # the CUDA context, made once (a second or so on an H100)
         self._pool, self._key = pool, key
         self._thread: threading.Thread | None = None
 
@@ -265,12 +270,21 @@ class WarmPool:
 
     def acquire(self, node: str, devices: str | None):
         """An idle worker on `node` for the GPU ids `devices` (None: no GPU), or a new one there."""
-        import ray
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
         key = (node, devices)
         if self._idle.get(key):
             return self._idle[key].pop()
+        return self._new(key)
+
+    def prestart(self, keys: list[tuple]) -> None:
+        """Start idle workers for these (node, GPU ids) now (their imports overlap the search's set-up)."""
+        for key in keys:
+            self._idle.setdefault(key, []).append(self._new(key))
+
+    def _new(self, key: tuple):
+        import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        node, devices = key
         worker = ray.remote(WarmWorker).options(
             num_cpus=0, max_concurrency=WORKER_THREADS,
             scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
@@ -300,6 +314,29 @@ def start_pool():
 
     return ray.remote(WarmPool).options(num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(
         ray.get_runtime_context().get_node_id(), soft=True)).remote()
+
+
+def first_workers(gpus_per_trial: float, slots: int) -> list[tuple]:
+    """The (node, GPU ids) that the first `slots` trials of a search on this one machine will ask for: the workers
+    worth starting before they do. Ray hands a trial with a share of a GPU one GPU id, filling GPUs in order.
+    None on a cluster of several nodes (where Tune places the trials is not known ahead) and for trials of more than
+    one GPU: their workers start with their first trials.
+
+    Example:
+        >>> first_workers(0.25, 2)  # on one machine with one GPU  # doctest: +SKIP
+        [('<node id>', '0'), ('<node id>', '0')]
+    """
+    import ray
+
+    if gpus_per_trial > 1 or sum(node["Alive"] for node in ray.nodes()) != 1:
+        return []
+    node = ray.get_runtime_context().get_node_id()
+    if not gpus_per_trial:
+        return [(node, None)] * slots
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")  # the local Ray this driver started sees these GPUs
+    gpu_ids = visible.split(",") if visible else [str(i) for i in range(int(ray.cluster_resources().get("GPU", 0)))]
+    per_gpu = max(1, math.floor(1 / gpus_per_trial + 1e-9))
+    return [(node, gpu_ids[(i // per_gpu) % len(gpu_ids)]) for i in range(slots)] if gpu_ids else []
 
 
 def stop_pool(pool) -> None:
