@@ -122,10 +122,10 @@ def train_on_warm_worker(pool, job: TrialJob, report: Callable[[dict, str | None
 
     context = ray.get_runtime_context()
     node, devices = context.get_node_id(), ",".join(context.get_accelerator_ids().get("GPU", [])) or None
-    cpus = context.get_assigned_resources().get("CPU", 1.0)
     clock = time.perf_counter()
     worker = _ready_worker(pool, node, devices)
-    ray.get(worker.start.remote(job, worker_start_s + time.perf_counter() - clock, cpus, context.get_actor_id()))
+    ray.get(worker.start.remote(job, worker_start_s + time.perf_counter() - clock, _threads(context),
+                                context.get_actor_id()))
     ended = False
     try:
         while True:
@@ -147,6 +147,17 @@ def train_on_warm_worker(pool, job: TrialJob, report: Callable[[dict, str | None
                 ray.get(worker.cancel.remote(), timeout=CANCEL_WAIT_S)
             except (ray.exceptions.RayError, TimeoutError):
                 pass
+
+
+def _threads(context) -> int:
+    """The threads a trial trains with: what torch would take in this process, which Ray started with the trial's
+    CPUs (OMP_NUM_THREADS: the user's, else as many as the CPUs, at least one). The worker, which has no CPUs of its
+    own, takes the same, so that a trial computes exactly as it would in Tune's own process: an evaluation of a
+    nearly collapsed model can rank its pairs differently with another number of threads."""
+    given = os.environ.get("OMP_NUM_THREADS", "")
+    if given.isdigit() and int(given) > 0:
+        return int(given)
+    return max(1, math.floor(context.get_assigned_resources().get("CPU", 1.0)))
 
 
 def _ready_worker(pool, node: str, devices: str | None):
@@ -182,11 +193,12 @@ class WarmWorker:
         self._pool, self._key = pool, key
         self._thread: threading.Thread | None = None
 
-    def start(self, job: TrialJob, worker_start_s: float, cpus: float, owner: str) -> None:
-        """Start training `job` (in a thread of this process); its reports come out of `next`."""
+    def start(self, job: TrialJob, worker_start_s: float, threads: int, owner: str) -> None:
+        """Start training `job` (in a thread of this process, with `threads` threads); its reports come out of
+        `next`."""
         import torch
 
-        torch.set_num_threads(max(1, math.floor(cpus)))  # as Ray sets a trial process's OMP_NUM_THREADS
+        torch.set_num_threads(threads)
         self._messages: queue.SimpleQueue = queue.SimpleQueue()
         self._taken, self._awaiting, self._owner = threading.Semaphore(0), False, owner
         self._stopped = threading.Event()
@@ -307,13 +319,15 @@ class WarmPool:
         return self._started
 
 
-def start_pool():
-    """The search's pool of warm workers (a Ray actor owned by the caller, on its node)."""
-    import ray
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+HEAD_NODE = "node:__internal_head__"  # the resource Ray gives the head node alone
 
-    return ray.remote(WarmPool).options(num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(
-        ray.get_runtime_context().get_node_id(), soft=True)).remote()
+
+def start_pool():
+    """The search's pool of warm workers: a Ray actor owned by the caller, on the head node (which a search does not
+    outlive; a worker node may be drained or lost)."""
+    import ray
+
+    return ray.remote(WarmPool).options(num_cpus=0, resources={HEAD_NODE: 0.001}).remote()
 
 
 def first_workers(gpus_per_trial: float, slots: int) -> list[tuple]:
