@@ -71,7 +71,8 @@ def _json_path(value, path: str | list[str]):
     return value
 
 
-REDUCE = {"mean": statistics.fmean, "sum": sum, "len": len, "max": max, "min": min}
+REDUCE = {"mean": statistics.fmean, "sum": sum, "len": len, "max": max, "min": min,
+          "distinct": lambda values: len(set(values))}
 
 
 def value(name: str, figures: dict | None = None) -> float | str:
