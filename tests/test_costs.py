@@ -1,8 +1,9 @@
 """The cost model (raycse/bench/cost_model.py) against the runs it must predict, the figures it reads against the
 records they come from, the rules of its terms, and docs/costs.md as scripts/cost_tables.py writes it from it.
 
-The two runs, fed the trials each stage ran: the full focal budget on one H100 (2026-11-26: 185 s) and the CPU main
-job (2026-11-26: 334 s). The H100 prediction uses only figures recorded on 2026-11-22 (another search, another day);
+The runs, fed the trials each stage ran: the full focal budget on one H100 (2026-11-26: 185 s, before warm workers;
+later the same day 137 s with them and 181 s without, back to back) and the CPU main job (2026-11-26: 334 s). The
+H100 predictions use figures recorded on 2026-11-22 (another search, another day), and the warm run's start-up;
 the CPU one is fed the run's own step and evaluation seconds (what the dry run measures on this machine before a CPU
 search) and takes the rest from the model's figures.
 """
@@ -65,7 +66,7 @@ def test_fed_the_trials_that_ran_the_model_predicts_the_h100_run_within_a_quarte
 
     # a GPU plan (recorded GPU figures, nothing measured here) of the file as it ran: the test tasks on every trial
     as_it_ran = dataclasses.replace(load_space("focal"), test_eval="all")
-    plan = raycse.plan(as_it_ran, gpus=1, budget="full")
+    plan = raycse.plan(as_it_ran, gpus=1, budget="full", warm_workers=False)  # it ran before warm workers
     assert plan.concurrent == 4 and "recorded on an H100" in plan.rates.step.source
     cost = plan.cost.as_ran(dict(ran))
     assert cost.wall_seconds() == pytest.approx(timings["time_total_s"], rel=0.25)
@@ -75,6 +76,20 @@ def test_fed_the_trials_that_ran_the_model_predicts_the_h100_run_within_a_quarte
     # fed nothing, the plan expects more judging runs than this run's (its first look stopped it), and at most 36
     assert plan.cost.wall_seconds() > cost.wall_seconds() and plan.cost.wall_seconds(expected=False) > \
         plan.cost.wall_seconds()
+
+
+@pytest.mark.parametrize("part", ["search", "search-cold"])
+def test_fed_the_trials_that_ran_the_model_predicts_the_warm_and_cold_h100_runs_within_a_quarter(part):
+    """The same search on one H100 with warm workers (the default) and without, back to back (2026-11-26): the
+    model, fed the trials each stage ran, gives both within a quarter, stage by stage."""
+    summary = json.loads((RESULTS / "h100-warm-2026-11-26" / f"{part}.json").read_text())
+    timings, ran = summary["timings"], Counter(trial["stage"] for trial in summary["trials"])
+    assert dict(ran) == {"search": 16, "choose": 9, "judge": 6}  # the run, pinned: 137 s warm, 181 s cold
+    assert round(timings["time_total_s"]) == {"search": 137, "search-cold": 181}[part]
+    cost = raycse.plan("focal", gpus=1, budget="full", warm_workers=part == "search").cost.as_ran(dict(ran))
+    assert cost.wall_seconds() == pytest.approx(timings["time_total_s"], rel=0.25)
+    for stage in cost.stages:
+        assert stage.seconds(cost.rates, cost.slots)[0] == pytest.approx(timings[f"time_{stage.name}_s"], rel=0.25)
 
 
 def test_fed_the_trials_that_ran_the_model_predicts_the_cpu_main_job_within_a_quarter():
@@ -150,7 +165,7 @@ RATES = figures.gpu_rates(Figure(0.01, "a test's"), Figure(0.0, "eager"), figure
 def test_a_stage_lays_its_trials_on_its_slots_with_a_new_worker_for_each_slot_first():
     trial = Trial(100, 2, tests=False)
     cold, warm = trial.seconds(RATES, cold=True), trial.seconds(RATES, cold=False)
-    assert cold - warm == pytest.approx(figures.GPU_COLD_START_S - figures.GPU_WARM_START_S)
+    assert cold - warm == pytest.approx(figures.GPU_WARM_WORKERS_START_S - figures.GPU_WARM_WORKERS_REUSED_S)
     wall, busy = slot_seconds([trial] * 9, 4, RATES)
     assert wall == pytest.approx(cold + 2 * warm) and busy == pytest.approx(4 * cold + 5 * warm)
     # the untouched model's scoring holds a slot from the start: the 4th trial waits for it, in a new worker; and the
@@ -201,6 +216,10 @@ def test_every_recorded_figure_is_its_record():
     starts = [t["timings"]["trial_startup_s"] for t in trials]
     assert figures.GPU_COLD_START_S == pytest.approx(statistics.fmean(s for s in starts if s > 5), abs=0.01)
     assert figures.GPU_WARM_START_S == pytest.approx(statistics.fmean(s for s in starts if s <= 5), abs=0.01)
+    warm_run = json.loads((ROOT / figures.H100_WARM_SEARCH).read_text())
+    warm = [t["timings"]["trial_startup_s"] for t in warm_run["trials"]]
+    assert figures.GPU_WARM_WORKERS_START_S == pytest.approx(statistics.fmean(s for s in warm if s > 1), abs=0.01)
+    assert figures.GPU_WARM_WORKERS_REUSED_S == pytest.approx(statistics.fmean(s for s in warm if s <= 1), abs=0.01)
     stopped = [t for t in trials if t["status"] != "finished"]  # one evaluation each, no test tasks
     dev = statistics.fmean(t["timings"]["trial_eval_s"] for t in stopped)
     assert figures.GPU_DEV_EVAL_STEPS == pytest.approx(dev / 0.03046, abs=0.01)

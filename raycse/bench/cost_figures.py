@@ -15,6 +15,7 @@ from raycse.bench.cost_model import WRITE_COPIES, Figure, Rates
 from raycse.errors import ConfigError
 
 H100_SEARCH = "benchmarks/results/h100-search-2026-11-22/focal-summary.json"  # focal, full budget, 4 trials a GPU
+H100_WARM_SEARCH = "benchmarks/results/h100-warm-2026-11-26/search.json"  # the same, with warm workers
 H100_STEPS = "benchmarks/results/h100-2026-11-22/"
 H100_PAPER = "benchmarks/results/h100-paper-2026-11-26/"  # BERT-base at the papers' settings (random weights)
 CPU_OVERHEADS = "benchmarks/results/trial-overheads-cpu.json"
@@ -28,6 +29,9 @@ MINILM_WEIGHT_BYTES = 90_864_192  # all-MiniLM-L6-v2's model.safetensors (CHECKP
 # evaluation (0.468 s for MiniLM's best/, last/ and Tune's copy), per GB; and the driver's setup, tokenising (per
 # sentence) and recording.
 GPU_COLD_START_S, GPU_WARM_START_S = 16.19, 0.27
+# With warm workers (H100_WARM_SEARCH, the default since): a slot's first trial in each stage waits for Tune's own
+# trial process (and, in the search stage, for the worker's imports begun during the set-up); later ones reuse both.
+GPU_WARM_WORKERS_START_S, GPU_WARM_WORKERS_REUSED_S = 6.84, 0.20
 GPU_DEV_EVAL_STEPS = 6.76
 GPU_TEST_S = 4.22
 GPU_CHECKPOINT_S_PER_GB = 0.468 / (WRITE_COPIES * MINILM_WEIGHT_BYTES / 1e9)
@@ -103,16 +107,20 @@ def gpu_step(shape: str | None, batch_size: int, seq_len: int, sharing: int, ste
     return Figure(seconds, where), none
 
 
-def gpu_rates(step: Figure, compile_: Figure, weight_bytes: int | None, sentences: int) -> Rates:
-    """A GPU plan's rates: its step, and the rest as recorded on one H100."""
+def gpu_rates(step: Figure, compile_: Figure, weight_bytes: int | None, sentences: int,
+              warm_workers: bool = True) -> Rates:
+    """A GPU plan's rates: its step, and the rest as recorded on one H100 (a slot's first trial of a stage as it
+    starts with warm workers, or without them: `--no-warm-workers`)."""
     write = (weight_bytes or MINILM_WEIGHT_BYTES) * WRITE_COPIES / 1e9 * GPU_CHECKPOINT_S_PER_GB
     dev = step.value * GPU_DEV_EVAL_STEPS
     return Rates(
         step=step, compile=compile_,
         dev_eval=Figure(dev, recorded(H100_SEARCH)),  # GPU_DEV_EVAL_STEPS steps: in proportion to the step
         test=Figure(max(GPU_TEST_S, seven_task_evals() * dev), recorded(H100_SEARCH)),
-        cold_start=Figure(GPU_COLD_START_S, recorded(H100_SEARCH)),
-        warm_start=Figure(GPU_WARM_START_S, recorded(H100_SEARCH)),
+        cold_start=Figure(GPU_WARM_WORKERS_START_S, recorded(H100_WARM_SEARCH)) if warm_workers
+        else Figure(GPU_COLD_START_S, recorded(H100_SEARCH)),
+        warm_start=Figure(GPU_WARM_WORKERS_REUSED_S, recorded(H100_WARM_SEARCH)) if warm_workers
+        else Figure(GPU_WARM_START_S, recorded(H100_SEARCH)),
         checkpoint=Figure(write, recorded(H100_SEARCH)),
         setup=Figure(GPU_SETUP_S, recorded(H100_SEARCH)),
         tokenize=Figure(GPU_TOKENIZE_S * sentences / RECORDED_SENTENCES, recorded(H100_SEARCH)),

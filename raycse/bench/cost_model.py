@@ -4,9 +4,10 @@ be checked against recorded runs (tests/test_costs.py) without running anything.
 
 A trial's seconds are the sum of its terms:
 
-- start-up: a new Ray worker (interpreter, imports, the model's load, the CUDA context) for the first trial of each
-  slot of a Tune run, a reused one's few tenths of a second after it (Tune reuses its workers); plus the compile,
-  when the trial compiles;
+- start-up: for the first trial of each slot of a Tune run, a new process: Tune's own trial process, and with it (or,
+  under --no-warm-workers, in it) a worker's interpreter, imports, model load and CUDA context unless a warm worker
+  of the search has them already; a reused one's few tenths of a second after it (Tune reuses its workers); plus
+  the compile, when the trial compiles;
 - training: its steps at the step time with the plan's trials sharing each GPU;
 - evaluations: one of the objective every `eval_steps` and at the last step, and the seven test tasks when the file
   asks for them (a trial that runs to its end under `test_eval: all`; a judging run on a test seed);

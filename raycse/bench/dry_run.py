@@ -161,7 +161,7 @@ def plan_search(space: SearchSpace, options: dict, step_ms: float | None = None,
     if gpus_per_trial:
         sharing = trials_per_gpu(plan, gpus, concurrent)
         step, compile_ = cost_figures.gpu_step(shape, base.batch_size, base.max_len, sharing, steps, step_ms)
-        rates = cost_figures.gpu_rates(step, compile_, weights, sentences)
+        rates = cost_figures.gpu_rates(step, compile_, weights, sentences, options.get("warm_workers", True))
         why_concurrent += f", {sharing} a GPU"
     else:
         rates = cost_figures.cpu_rates(*cpu_step(plan, gpus, step_ms, shape), weights, sentences)
