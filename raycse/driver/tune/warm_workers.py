@@ -124,10 +124,10 @@ def train_on_warm_worker(pool, job: TrialJob, report: Callable[[dict, str | None
     node, devices = context.get_node_id(), ",".join(context.get_accelerator_ids().get("GPU", [])) or None
     clock = time.perf_counter()
     worker = _ready_worker(pool, node, devices)
-    ray.get(worker.start.remote(job, worker_start_s + time.perf_counter() - clock, _threads(context),
-                                context.get_actor_id()))
     ended = False
     try:
+        ray.get(worker.start.remote(job, worker_start_s + time.perf_counter() - clock, _threads(context),
+                                    context.get_actor_id()))
         while True:
             kind, payload, checkpoint_dir = ray.get(worker.next.remote())
             if kind == END:
@@ -183,13 +183,12 @@ class WarmWorker:
     def __init__(self, pool, key: tuple, devices: str | None):
         if devices is not None:  # the GPU Ray gave the trials this worker serves (it has no resources of its own)
             os.environ["CUDA_VISIBLE_DEVICES"] = devices
+        import torch
+
         import raycse.driver.tune.trial_training  # noqa: F401  torch, transformers and the trainer: once, here
 
-        if devices is not None:
-            import torch
-
-            if torch.cuda.is_available():
-                torch.zeros(1, device="cuda")  # the CUDA context, made once (a second or so on an H100)
+        if devices is not None and torch.cuda.is_available():
+            torch.zeros(1, device="cuda")  # the CUDA context, made once (a second or so on an H100)
         self._pool, self._key = pool, key
         self._thread: threading.Thread | None = None
 
@@ -278,7 +277,6 @@ class WarmPool:
     def __init__(self):
         self._idle: dict[tuple, list] = {}
         self._workers: list = []  # every live worker, busy or idle: Ray ends an actor its owner holds no handle of
-        self._started = 0
 
     def acquire(self, node: str, devices: str | None):
         """An idle worker on `node` for the GPU ids `devices` (None: no GPU), or a new one there."""
@@ -302,7 +300,6 @@ class WarmPool:
             scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
         ).remote(ray.get_runtime_context().current_actor, key, devices)
         self._workers.append(worker)
-        self._started += 1
         return worker
 
     def release(self, key: tuple, worker) -> None:
@@ -313,10 +310,6 @@ class WarmPool:
         for workers in (*self._idle.values(), self._workers):
             if worker in workers:
                 workers.remove(worker)
-
-    def started(self) -> int:
-        """How many workers the pool has started."""
-        return self._started
 
 
 HEAD_NODE = "node:__internal_head__"  # the resource Ray gives the head node alone
