@@ -133,6 +133,31 @@ def test_encode_tokenises_a_sentence_list_once_and_then_reuses_it(tiny_bert_dir,
     assert later.backbone is not encoder.backbone  # a copy: trials never share weights they train
 
 
+def test_evaluation_batches_are_cut_by_padded_tokens(tiny_bert_dir, sentences):
+    import raycse.encoder.model
+    from raycse.encoder.model import EVAL_BATCH_TOKENS, encode_fn, eval_batch_tokens
+
+    raycse.encoder.model._ENCODING_CACHE.clear()
+    encoder = Encoder.from_pretrained(tiny_bert_dir, pooler="avg")
+    texts = [" ".join(["word"] * n) for n in (40, 3, 25, 1, 12, 30, 2, 7)] + list(sentences)
+    budget = 64
+    by_tokens = encoder.encode(texts, tokens_per_batch=budget)
+    [(_, batches)] = [entry for key, entry in raycse.encoder.model._ENCODING_CACHE.items() if budget in key]
+    padded = [batch["input_ids"].numel() for batch in batches]
+    lengths = [batch["input_ids"].shape[1] for batch in batches]
+    assert sum(batch["input_ids"].shape[0] for batch in batches) == len(texts)
+    assert lengths == sorted(lengths, reverse=True)  # longest first
+    assert all(tokens <= budget for tokens, length in zip(padded, lengths) if length <= budget)
+    assert len({batch["input_ids"].shape[0] for batch in batches}) > 1  # short sentences fill larger batches
+    # what the batches are cut by changes no vector beyond rounding
+    torch.testing.assert_close(by_tokens, encoder.encode(texts, batch_size=4), atol=1e-5, rtol=1e-5)
+    # a sentence longer than the budget is a batch of its own, never dropped
+    assert encoder.encode(texts[:1], tokens_per_batch=1).shape == (1, encoder.hidden_size)
+    assert eval_batch_tokens(torch.device("cpu")) == EVAL_BATCH_TOKENS["cpu"]
+    assert eval_batch_tokens(torch.device("cuda")) == EVAL_BATCH_TOKENS["cuda"] > EVAL_BATCH_TOKENS["cpu"]
+    torch.testing.assert_close(encode_fn(encoder, "avg")(texts), by_tokens, atol=1e-5, rtol=1e-5)
+
+
 def test_a_reloaded_model_is_a_fresh_copy_until_its_files_change(tiny_bert_dir, tmp_path):
     import shutil
 

@@ -262,7 +262,7 @@ def test_the_exported_winner_scores_what_its_checkpoint_scored(searched_in_tmux)
     from sts_reference import stsb_dev
 
     from raycse.cli import main
-    from raycse.encoder.model import EVAL_BATCH_SIZE
+    from raycse.encoder.model import EVAL_BATCH_TOKENS
 
     tmp, uri = searched_in_tmux["tmp"], searched_in_tmux["uri"]
     assert f"{EXIT}0" in searched_in_tmux["history"]
@@ -276,15 +276,17 @@ def test_the_exported_winner_scores_what_its_checkpoint_scored(searched_in_tmux)
     model = SentenceTransformer(str(tmp / "exported"), device="cpu")
 
     def in_raycses_batches(sentences):
-        # The same sentences padded together as in raycse's evaluation (by token count, EVAL_BATCH_SIZE a batch), so
-        # the vectors agree to the last bit and the figure to 1e-6; other batches change them by rounding, which
-        # can reorder a random tiny model's nearly tied cosines.
+        # The same sentences padded together as in raycse's evaluation (longest first, as many a batch as fit the
+        # CPU's padded-token budget), so the vectors agree to the last bit and the figure to 1e-6; other batches
+        # change them by rounding, which can reorder a random tiny model's nearly tied cosines.
         counts = [len(ids) for ids in model.tokenizer(sentences, truncation=True)["input_ids"]]
         order = sorted(range(len(sentences)), key=lambda i: counts[i], reverse=True)
         vectors = torch.empty(len(sentences), model.get_sentence_embedding_dimension())
-        for start in range(0, len(order), EVAL_BATCH_SIZE):
-            rows = order[start:start + EVAL_BATCH_SIZE]
+        start = 0
+        while start < len(order):
+            rows = order[start:start + max(1, EVAL_BATCH_TOKENS["cpu"] // counts[order[start]])]
             vectors[rows] = torch.from_numpy(model.encode([sentences[i] for i in rows], batch_size=len(rows)))
+            start += len(rows)
         return vectors
 
     dev = stsb_dev(in_raycses_batches)

@@ -21,7 +21,7 @@ from raycse.evaluation.tasks import sts_data_dir
 from raycse.files import write_json_atomic
 
 CACHE_ENV = "RAYCSE_CACHE_DIR"
-FORMAT = 1
+FORMAT = 2  # 2: evaluation batches cut by padded tokens, which round the vectors differently
 _SUBDIR = "untouched"
 
 
