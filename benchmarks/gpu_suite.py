@@ -75,8 +75,10 @@ def rehearsal(folder: Path) -> None:
     print(folder / "focal.yaml")
 
 
-def space_variant(source: Path, sampler: str | None, test_eval: str | None, output: Path) -> None:
-    """`source` with another sampler (search.sampler.name) and test_eval, the rest unchanged."""
+def space_variant(source: Path, sampler: str | None, test_eval: str | None, output: Path,
+                  gpus_per_worker: float | None = None) -> None:
+    """`source` with another sampler (search.sampler.name), test_eval and resources.gpus_per_worker, the rest
+    unchanged."""
     import yaml
 
     space = yaml.safe_load(source.read_text())
@@ -85,7 +87,10 @@ def space_variant(source: Path, sampler: str | None, test_eval: str | None, outp
         search.setdefault("sampler", {})["name"] = sampler
     if test_eval is not None:
         search["test_eval"] = test_eval
-    header = f"# {source}, with search.sampler.name: {sampler or 'as is'}, search.test_eval: {test_eval or 'as is'}\n"
+    if gpus_per_worker is not None:
+        space.setdefault("resources", {})["gpus_per_worker"] = gpus_per_worker
+    header = (f"# {source}, with search.sampler.name: {sampler or 'as is'}, search.test_eval: {test_eval or 'as is'}, "
+              f"resources.gpus_per_worker: {'as is' if gpus_per_worker is None else gpus_per_worker}\n")
     output.write_text(header + yaml.safe_dump(space, sort_keys=False))
 
 
@@ -280,7 +285,7 @@ def summarize(part: str, out: Path) -> str:
         path, row = out / "paper.json", out / f"{paper_row(out)}.json"
         bench = json.loads(row.read_text()) if row.is_file() else None
         return paper_line(json.loads(path.read_text()), bench) if path.is_file() else "paper: no search finished yet"
-    if part in ("search", "search-cold"):
+    if part in ("search", "search-cold", "search-four"):
         summary = search_summary(out / "state" / part)
         if summary is None:
             return f"{part}: no search_summary.json yet (not finished: run the same call again, it resumes)"
@@ -347,6 +352,7 @@ def main(argv: list[str] | None = None) -> int:
     variant.add_argument("source", type=Path)
     variant.add_argument("--sampler", default=None)
     variant.add_argument("--test-eval", default=None)
+    variant.add_argument("--gpus-per-worker", type=float, default=None)
     variant.add_argument("--output", type=Path, required=True)
     sub.add_parser("check-minilm").add_argument("eval_json", type=Path)
     sub.add_parser("pins")
@@ -363,7 +369,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.what == "rehearsal":
         rehearsal(args.folder)
     elif args.what == "space":
-        space_variant(args.source, args.sampler, args.test_eval, args.output)
+        space_variant(args.source, args.sampler, args.test_eval, args.output, args.gpus_per_worker)
     elif args.what == "check-minilm":
         return check_minilm(args.eval_json)
     elif args.what == "pins":

@@ -10,6 +10,7 @@
 #              one-trial step is held to
 #   search     the full focal.yaml search on the real weights: search stage, choosing, sequential judging, test tasks
 #   search-cold  (named only) the same search with --no-warm-workers: each stage starts its own trial processes
+#   search-four  (named only) the same search at four trials a GPU (gpus_per_worker 0.25), where `auto` gives eight
 #   sampler    the default sampler against random on the full budget's search stage, sampler seeds 0, 1, 2 each
 #   cached     gradient caching on BERT-base (raycse bench --cached): eager, then compiled
 #   landscape  the dense landscape (benchmarks/landscape.py --preset gpu)
@@ -38,7 +39,7 @@ while [[ ${1:-} == --* ]]; do
   esac
   shift
 done
-out=${1:?usage: gpu_suite.sh [--rehearse] [--random-weights] OUTDIR [paper search sampler cached landscape step search-cold]}; shift
+out=${1:?usage: gpu_suite.sh [--rehearse] [--random-weights] OUTDIR [paper search sampler cached landscape step search-cold search-four]}; shift
 parts=$*
 mkdir -p "$out/state" && out=$(cd "$out" && pwd)
 helpers=$PWD/benchmarks/gpu_suite.py
@@ -134,7 +135,7 @@ for part in $parts; do
     [ -n "$row" ] && "$row"
     summary paper
     ;;
-  search|search-cold)  # search-cold: the same search with --no-warm-workers (each stage starts its trial processes)
+  search|search-cold|search-four)  # the same search with --no-warm-workers, or at four trials a GPU
     [ -s "$out/$part.json" ] && { summary "$part"; continue; }
     if [ ! -e "$out/state/$part" ] && (($(left) < search_needs)); then  # a later call on this machine resumes one
       echo "gpu_suite: $part not started: $(left) s left, it needs about $search_needs s" | tee -a "$out/$part.log"
@@ -143,7 +144,12 @@ for part in $parts; do
     kill=()  # the rehearsal's first search call: killed once a trial has finished, so that the next one resumes
     [ -n "$kill_first_search" ] && [ ! -e "$out/state/$part.killed" ] && kill=(--kill-when "$kill_first_search")
     cold=(); [ "$part" = search-cold ] && cold=(--no-warm-workers)
-    search "$out/state/$part" supervised "$part" "${kill[@]}" -- python3 -m raycse search --space "$space" "${cold[@]}"
+    part_space=$space
+    if [ "$part" = search-four ]; then
+      part_space=$out/state/focal-four.yaml
+      python3 "$helpers" space "$space" --gpus-per-worker 0.25 --output "$part_space"
+    fi
+    search "$out/state/$part" supervised "$part" "${kill[@]}" -- python3 -m raycse search --space "$part_space" "${cold[@]}"
     rc=$?
     ((rc == 124)) && ((${#kill[@]})) && : >"$out/state/$part.killed"
     ((rc == 0 || rc == 124)) || { failed=1; tail -n 25 "$out/$part.log" >&2; }

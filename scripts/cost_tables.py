@@ -40,12 +40,15 @@ def plan(path: Path, budget: str, gpus: int):
         if err.key != "step_ms":
             raise
     from raycse.bench.dry_run import model_facts
+    from raycse.driver.plan import gpu_share
     from raycse.settings.space import load_space
 
     space = load_space(path).with_budget(budget)
     shape = model_facts(space.base.model)[1]
     record = next(r for r in cost_figures.GPU_STEPS if r.shape == shape and r.batch_size == 64)
-    step_ms = record.ms(max(1, round(1 / space.resources.gpus_per_worker))) * space.base.batch_size / 64
+    sharing = (gpu_share(space, {"GPU": gpus}).trials if space.resources.auto_gpus
+               else max(1, round(1 / space.resources.gpus_per_worker)))
+    step_ms = record.ms(sharing) * space.base.batch_size / 64
     return raycse.plan(str(path), gpus=gpus, budget=budget, step_ms=step_ms), f"{shape} at batch 64 x rows"
 
 
@@ -82,10 +85,14 @@ def measured_runs() -> list[str]:
     import raycse
     from raycse.bench import cost_figures
     from raycse.bench.cost_model import Figure
+    from raycse.settings.space import load_space
 
     h100 = json.loads((ROOT / H100_RUN).read_text())
     ran = Counter(trial["stage"] for trial in h100["trials"])
-    gpu = raycse.plan("focal", gpus=1, budget="full").cost.as_ran(dict(ran))
+    space = load_space("focal")  # as it ran: four trials a GPU, the test tasks on every trial, no warm workers
+    as_it_ran = dataclasses.replace(space, test_eval="all",
+                                    resources=dataclasses.replace(space.resources, gpus_per_worker=0.25))
+    gpu = raycse.plan(as_it_ran, gpus=1, budget="full", warm_workers=False).cost.as_ran(dict(ran))
     summary = json.loads((ROOT / CPU_RUN / "search_summary.json").read_text())
     records = summary["trials"]
     step = sum(t["timings"]["trial_train_s"] for t in records) / sum(t["steps"] for t in records)

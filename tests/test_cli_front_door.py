@@ -210,7 +210,7 @@ def test_the_dry_run_runs_as_many_cpu_trials_at_once_as_the_search_will():
     assert run.concurrent == max_concurrent(cpu_plan, {"CPU": machine_cpus()}) == min(4, int(machine_cpus()))
     assert f"{run.concurrent} at once (this machine's" in format_dry_run(run)
     assert "one core a trial: 2 at once on 2 cores" in (ROOT / "docs" / "spaces.md").read_text()
-    assert api.plan(FOCAL, step_ms=100.0, gpus=1).concurrent == 4  # the full budget: a quarter of a GPU a trial
+    assert api.plan(FOCAL, step_ms=100.0, gpus=1).concurrent == 8  # the full budget: auto, eight MiniLM trials a GPU
 
 
 def test_the_dry_run_states_the_disk_a_search_peaks_at_and_keeps():

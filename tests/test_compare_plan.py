@@ -2,11 +2,13 @@
 seeds, every seed on the seven test tasks) and its cost, with the comparison's own checks, and nothing created."""
 from __future__ import annotations
 
+import functools
 import os
 
 import pytest
 
 import raycse
+from raycse.bench import compare_plan, dry_run
 from raycse.bench.dry_run import ComparePlan
 from raycse.cli import main
 from raycse.errors import ConfigError
@@ -22,6 +24,8 @@ def test_the_compare_plan_is_each_losss_search_plan_and_the_shared_judging(tmp_p
     assert "Shared judging: each loss's winner and published point on the same 18 fresh seeds (46-63), one look" in out
     assert sorted(os.listdir(tmp_path)) == [], "a dry run created something"
 
+    # on one GPU, as the command above (this machine has none: focal's gpus_per_worker: auto would plan it on CPUs)
+    monkeypatch.setattr(compare_plan, "plan_search", functools.partial(dry_run.plan_search, machine_gpus=lambda: 1))
     plan = raycse.compare(["simcse", "focal"], budget="full", dry_run=True)
     assert isinstance(plan, ComparePlan) and list(plan.searches) == ["simcse", "focal"]
     for search in plan.searches.values():

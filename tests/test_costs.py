@@ -51,6 +51,12 @@ def _script():
     return module
 
 
+def _four_a_gpu(name: str):
+    """The space as the recorded H100 runs ran it: four trials a GPU (before `gpus_per_worker: auto`)."""
+    space = load_space(name)
+    return dataclasses.replace(space, resources=dataclasses.replace(space.resources, gpus_per_worker=0.25))
+
+
 def _busy(cost: SearchCost) -> float:
     return sum(stage.seconds(cost.rates, cost.slots)[1] for stage in cost.stages)
 
@@ -65,7 +71,7 @@ def test_fed_the_trials_that_ran_the_model_predicts_the_h100_run_within_a_quarte
     assert [round(timings[k]) for k in TRIAL_TERMS] == [181, 0, 184, 134, 25] and timings["concurrent_slots"] == 4
 
     # a GPU plan (recorded GPU figures, nothing measured here) of the file as it ran: the test tasks on every trial
-    as_it_ran = dataclasses.replace(load_space("focal"), test_eval="all")
+    as_it_ran = dataclasses.replace(_four_a_gpu("focal"), test_eval="all")
     plan = raycse.plan(as_it_ran, gpus=1, budget="full", warm_workers=False)  # it ran before warm workers
     assert plan.concurrent == 4 and "recorded on an H100" in plan.rates.step.source
     cost = plan.cost.as_ran(dict(ran))
@@ -86,7 +92,8 @@ def test_fed_the_trials_that_ran_the_model_predicts_the_warm_and_cold_h100_runs_
     timings, ran = summary["timings"], Counter(trial["stage"] for trial in summary["trials"])
     assert dict(ran) == {"search": 16, "choose": 9, "judge": 6}  # the run, pinned: 137 s warm, 181 s cold
     assert round(timings["time_total_s"]) == {"search": 137, "search-cold": 181}[part]
-    cost = raycse.plan("focal", gpus=1, budget="full", warm_workers=part == "search").cost.as_ran(dict(ran))
+    plan = raycse.plan(_four_a_gpu("focal"), gpus=1, budget="full", warm_workers=part == "search")
+    cost = plan.cost.as_ran(dict(ran))
     assert cost.wall_seconds() == pytest.approx(timings["time_total_s"], rel=0.25)
     for stage in cost.stages:
         assert stage.seconds(cost.rates, cost.slots)[0] == pytest.approx(timings[f"time_{stage.name}_s"], rel=0.25)
@@ -137,8 +144,9 @@ def test_a_gpu_plan_is_never_timed_on_this_cpu(monkeypatch):
     from raycse.bench import dry_run
 
     monkeypatch.setattr(dry_run, "measure", lambda *a, **k: pytest.fail("a GPU plan measured a CPU step"))
-    plan = raycse.plan("focal", gpus=1, budget="full")
-    assert plan.step_ms == pytest.approx(30.46) and "h100-2026-11-22/concurrent.json" in plan.rates.step.source
+    plan = raycse.plan("focal", gpus=1, budget="full")  # auto: eight MiniLM trials a GPU, the step recorded with 8
+    assert plan.step_ms == pytest.approx(46.94) and "h100-2026-11-22/concurrent.json" in plan.rates.step.source
+    assert raycse.plan(_four_a_gpu("focal"), gpus=1, budget="full").step_ms == pytest.approx(30.46)
     alone = raycse.plan("focal", gpus=1, budget="full", max_concurrent=1)  # one trial on the GPU: its own step
     assert alone.step_ms == pytest.approx(26.80)
     given = raycse.plan("focal", gpus=8, budget="full", step_ms=50.0)

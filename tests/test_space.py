@@ -114,6 +114,8 @@ def test_define_by_run_with_real_optuna():
     ("loss: focal\npublished: {lr: 0.1}\n", "published.lr"),
     ("loss: focal\nsearch: {num_samples: 0}\n", "num_samples"),
     ("loss: focal\nresources: {gpus: 1}\n", "resources.gpus"),
+    ("loss: focal\nresources: {gpus_per_worker: half}\n", "resources.gpus_per_worker: must be a number >= 0 or auto"),
+    ("loss: focal\ncpu_budget: {resources: {gpus_per_worker: -1}}\n", "resources.gpus_per_worker"),
     ("loss: focal\nspace: [1, 2\n", "YAML syntax error at line"),
     ("- just\n- a list\n", "mapping"),
     ("loss: focal\ncorpus: /no/such/corpus.txt\n", "/no/such/corpus.txt"),

@@ -9,15 +9,12 @@ measured on this machine (raycse/bench/dry_run.py); its other figures are this p
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from raycse.bench.cost_model import WRITE_COPIES, Figure, Rates
 from raycse.errors import ConfigError
+from raycse.settings.gpu_share import GPU_STEPS, recorded_step
 
 H100_SEARCH = "benchmarks/results/h100-search-2026-11-22/focal-summary.json"  # focal, full budget, 4 trials a GPU
 H100_WARM_SEARCH = "benchmarks/results/h100-warm-2026-11-26/search.json"  # the same, with warm workers
-H100_STEPS = "benchmarks/results/h100-2026-11-22/"
-H100_PAPER = "benchmarks/results/h100-paper-2026-11-26/"  # BERT-base at the papers' settings (random weights)
 CPU_OVERHEADS = "benchmarks/results/trial-overheads-cpu.json"
 CPU_SEARCH = "benchmarks/results/layout-move-2026-11-24/before.txt"  # focal, CPU budget, 2 cores
 CHECKPOINT_RECORD = "benchmarks/results/house-iii-2026-11-26/disk.txt"
@@ -44,38 +41,6 @@ CPU_CHECKPOINT_S_PER_GB = 1.0 / (WRITE_COPIES * MINILM_WEIGHT_BYTES / 1e9)
 CPU_SETUP_S, CPU_TOKENIZE_S, CPU_FINISH_S = 12.0, 0.994, 3.0
 
 
-@dataclass(frozen=True)
-class GpuStep:
-    """A recorded training step on an H100: ms a step with k trials sharing the GPU where measured; elsewhere the
-    larger of the step alone and k times the device's own ms a step (k trials take turns on one device)."""
-
-    shape: str
-    batch_size: int
-    seq_len: int
-    shared_ms: dict[int, float]
-    device_ms: float | None
-    compiled: bool
-    record: str
-
-    def ms(self, sharing: int) -> float:
-        if sharing in self.shared_ms:
-            return self.shared_ms[sharing]
-        if self.device_ms is not None:
-            return max(self.shared_ms[1], sharing * self.device_ms)
-        below = max(k for k in self.shared_ms if k < sharing)  # the measured sharing just below, in proportion
-        return self.shared_ms[below] * sharing / below
-
-
-GPU_STEPS = (
-    # eager, as a search's short trials run (compile: auto): 1, 2, 4 and 8 trials sharing the GPU, each trial's mean
-    GpuStep("minilm", 64, 32, {1: 26.80, 2: 26.35, 4: 30.46, 8: 46.94}, None, False, H100_STEPS + "concurrent.json"),
-    # compiled, bf16, inside a search's trials after their first evaluation (the GPU suite's paper part): 1, 2 and 4
-    # trials sharing the GPU; beyond, k times the device's own ms a step (`raycse bench`'s profile, the same day)
-    GpuStep("bert-base", 64, 32, {1: 15.53, 2: 22.79, 4: 42.84}, 11.98, True, H100_PAPER + "steady-steps.json"),
-    GpuStep("bert-base", 512, 32, {1: 59.29}, 59.68, True, H100_STEPS + "bert-base-512.json"),
-)
-
-
 def recorded(record: str, what: str = "recorded on an H100") -> str:
     return f"{what}: {record}"
 
@@ -91,7 +56,7 @@ def gpu_step(shape: str | None, batch_size: int, seq_len: int, sharing: int, ste
     shared = f"{sharing} trial(s) sharing a GPU"
     if step_ms is not None:
         return Figure(step_ms / 1000, f"--step-ms, taken as a trial's step with {shared}"), none
-    match = next((r for r in GPU_STEPS if (r.shape, r.batch_size, r.seq_len) == (shape, batch_size, seq_len)), None)
+    match = recorded_step(shape, batch_size, seq_len)
     if match is None:
         known = ", ".join(f"{r.shape} at batch {r.batch_size}" for r in GPU_STEPS)
         raise ConfigError.at("step_ms", f"no recorded GPU step for a {shape or 'model of unknown'}-shaped model at "

@@ -23,6 +23,7 @@ from raycse.bench.search_stages import StagePlan, lay_out
 from raycse.bench.sts_tasks_cost import test_eval_line, test_eval_price
 from raycse.driver.plan import max_concurrent, needs_stage0, search_plan
 from raycse.errors import ConfigError
+from raycse.settings.gpu_share import HUB_SHAPES, shape_of
 from raycse.settings.space import TEST_EVAL, SearchSpace
 
 # Sentence pairs scored by one evaluation of STS-B dev. Without a measured evaluation: encoding a sentence forward
@@ -32,7 +33,6 @@ FORWARD_SHARE = 1 / 3
 MEASURED_STEPS, MEASURED_WARMUP = 3, 1
 # Hub ids of a shape `raycse bench` builds (raycse/bench/synthetic.py) with bert-base-uncased's vocabulary: the same
 # weights, so that the disk of the paper budgets (`--budget paper`) is planned without the hub.
-HUB_SHAPES = {"bert-base-uncased": "bert-base", "google-bert/bert-base-uncased": "bert-base"}
 BERT_UNCASED_VOCAB = 30_522
 
 
@@ -152,7 +152,7 @@ def plan_search(space: SearchSpace, options: dict, step_ms: float | None = None,
     from types import SimpleNamespace
 
     budget, gpus, reason = choose_budget(options, gpus, machine_gpus)
-    plan = search_plan(space, SimpleNamespace(scheduler=None, grace_evals=None, **options), budget)
+    plan = search_plan(space, SimpleNamespace(scheduler=None, grace_evals=None, **options), budget, {"GPU": gpus})
     res, base = plan.resources, plan.base
     gpus_per_trial = res.gpus_per_worker * res.workers
     concurrent, why_concurrent = trials_at_once(plan, gpus)
@@ -260,13 +260,12 @@ def refusal(plan: SearchSpace, options: dict) -> str | None:
 
 def model_facts(model: str, trust_remote_code: bool = False) -> tuple[int | None, str | None]:
     """(the model's weights in float32, counted from its configuration on torch's meta device with nothing allocated;
-    its shape, the name in raycse.bench.synthetic.SHAPES of the same layers and width), each None where the
+    its shape, the name in raycse.settings.gpu_share.SHAPES of the same layers and width), each None where the
     configuration cannot be read (a hub name, offline) or has no such shape."""
     try:
         import torch
         from transformers import AutoConfig, AutoModel
 
-        from raycse.bench.synthetic import SHAPES
         from raycse.encoder.loading import resolve_model_path
 
         if model in HUB_SHAPES:  # the paper budgets' model, counted without the hub: its shape is `raycse bench`'s
@@ -277,9 +276,7 @@ def model_facts(model: str, trust_remote_code: bool = False) -> tuple[int | None
             config = AutoConfig.from_pretrained(resolve_model_path(model), trust_remote_code=trust_remote_code)
         with torch.device("meta"):
             backbone = AutoModel.from_config(config, trust_remote_code=trust_remote_code)
-        size = (getattr(config, "hidden_size", None), getattr(config, "num_hidden_layers", None))
-        shape = next((name for name, dims in SHAPES.items()
-                      if (dims["hidden_size"], dims["num_hidden_layers"]) == size), None)
+        shape = shape_of(getattr(config, "hidden_size", None), getattr(config, "num_hidden_layers", None))
         return 4 * sum(parameter.numel() for parameter in backbone.parameters()), shape
     except (OSError, ValueError, ConfigError):
         return None, None

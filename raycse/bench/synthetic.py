@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import random
 
-SHAPES: dict[str, dict[str, int]] = {
-    "bert-base": {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072},
-    "bert-large": {"hidden_size": 1024, "num_hidden_layers": 24, "num_attention_heads": 16, "intermediate_size": 4096},
-    "minilm": {"hidden_size": 384, "num_hidden_layers": 6, "num_attention_heads": 12, "intermediate_size": 1536},
-    "tiny": {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64},
-}
+from raycse.settings.gpu_share import SHAPES
+
 MAX_POSITIONS = 512
+
 
 def bert_config(shape: str, vocab_size: int, attn_implementation: str):
     from transformers import BertConfig

@@ -4,6 +4,7 @@ cluster, plus the study's storage."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 import time
@@ -12,6 +13,7 @@ from typing import Any
 
 from raycse.errors import ConfigError
 from raycse.settings.confirm import Confirm
+from raycse.settings.gpu_share import HUB_SHAPES, ShareChoice, shape_of, trials_per_gpu
 from raycse.settings.space import SearchSpace
 
 
@@ -33,11 +35,16 @@ def auto_budget(cluster: dict) -> str:
     return "cpu"
 
 
-def search_plan(space: SearchSpace, options, budget: str) -> SearchSpace:
+def search_plan(space: SearchSpace, options, budget: str, cluster: dict | None = None) -> SearchSpace:
     """The space the search runs: the budget applied (`SearchSpace.with_budget`: the file's own for 'full', else
-    its section of that name), then the command line's overrides (flags win)."""
+    its section of that name), then the command line's overrides (flags win), and `gpus_per_worker: auto` made a
+    number for ``cluster`` (Ray's resources: `gpu_share`; None: not known, taken to have GPUs)."""
     plan = space.with_budget(budget)
     changes: dict[str, Any] = {}
+    if plan.resources.auto_gpus:
+        share = gpu_share(plan, cluster)
+        changes["resources"] = dataclasses.replace(plan.resources,
+                                                   gpus_per_worker=share.gpus_per_worker if share else 0.0)
     for name in ("num_samples", "max_concurrent", "seed"):
         if getattr(options, name) is not None:
             changes[name] = getattr(options, name)
@@ -56,6 +63,41 @@ def search_plan(space: SearchSpace, options, budget: str) -> SearchSpace:
         if getattr(options, "comparison", False) and confirm is not None:  # one loss of `raycse compare`
             changes["confirm"] = dataclasses.replace(confirm, test_seeds=None, looks=(confirm.judge_seeds,))
     return dataclasses.replace(plan, **changes)
+
+
+def gpu_share(plan: SearchSpace, cluster: dict | None) -> ShareChoice | None:
+    """How many of the plan's trials share a GPU under `gpus_per_worker: auto` (`trials_per_gpu`), or None where
+    they get no GPU: a cluster without one, unless the driver joined it (RAY_ADDRESS: it may add GPU nodes when a
+    trial asks, as `auto_budget` reads it). The CPUs beside each GPU bound the share, where the cluster shows both.
+
+    Example:
+        >>> gpu_share(plan, {"GPU": 1.0, "CPU": 16.0}).trials  # focal.yaml's MiniLM at batch 64, 2 CPUs a trial
+        8
+    """
+    gpus = None if cluster is None else cluster.get("GPU", 0)
+    if gpus == 0 and not os.environ.get("RAY_ADDRESS"):
+        return None
+    res, base = plan.resources, plan.base
+    if res.workers > 1:
+        return ShareChoice(1, f"one GPU a worker: a trial of {res.workers} workers never shares one (no record of it)")
+    most = None
+    if gpus and cluster.get("CPU") and res.cpus_per_worker:
+        most = max(1, int(cluster["CPU"] / gpus // res.cpus_per_worker))
+    return trials_per_gpu(model_shape(base.model), base.batch_size, base.max_len, most)
+
+
+def model_shape(model: str) -> str | None:
+    """The model's name in `SHAPES`, read from its config.json (nothing loaded); None for a hub id not in
+    `HUB_SHAPES` or a configuration of another shape."""
+    if model in HUB_SHAPES:
+        return HUB_SHAPES[model]
+    from raycse.encoder.loading import resolve_model_path
+
+    try:
+        config = json.loads((Path(resolve_model_path(model)) / "config.json").read_text())
+    except (OSError, ValueError, ConfigError):
+        return None
+    return shape_of(config.get("hidden_size"), config.get("num_hidden_layers")) if isinstance(config, dict) else None
 
 
 def needs_stage0(plan: SearchSpace) -> bool:

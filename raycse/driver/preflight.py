@@ -133,7 +133,7 @@ def _check_resources(space: SearchSpace, options: SearchOptions) -> None:
     gpus, cpus = torch.cuda.device_count(), os.cpu_count() or 1
     gpus, cpus = local_ray_resources(gpus, cpus)
     budget = options.budget if options.budget != "auto" else planning.auto_budget({"GPU": gpus})
-    plan = planning.search_plan(space, options, budget)
+    plan = planning.search_plan(space, options, budget, {"GPU": gpus, "CPU": cpus})
     res = plan.resources
     section = BUDGETS.get(budget)
     key = f"{section}.resources" if section and "resources" in (getattr(space, section) or {}) else "resources"

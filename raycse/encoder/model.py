@@ -247,7 +247,8 @@ class Encoder(nn.Module):
 
         Sentences are batched longest first so each batch pads to similar lengths (and an out-of-memory batch
         shows up at once): ``batch_size`` sentences a batch, or, given ``tokens_per_batch``, as many as fit that
-        many padded tokens (what evaluation uses: `eval_batch_tokens`). The model runs in eval mode (no dropout) and is put back in its previous mode after.
+        many padded tokens (what evaluation uses: `eval_batch_tokens`). The model runs in eval mode (no dropout)
+        and is put back in its previous mode after.
         The tokenised batches of the last sentence list are kept: a training evaluates the same STS-B dev
         sentences again and again, and on a GPU tokenising them costs more than encoding them. On CUDA the
         vectors stay on the device until the last batch, then come back in one copy.
@@ -333,7 +334,8 @@ def _batch_rows(longest_first: list[int], token_counts: list[int], batch_size: i
     ``tokens_per_batch``, as many as fit that many padded tokens (a batch pads to its first, longest sentence)."""
     batches, start = [], 0
     while start < len(longest_first):
-        size = batch_size if tokens_per_batch is None else max(1, tokens_per_batch // token_counts[longest_first[start]])
+        longest = token_counts[longest_first[start]]
+        size = batch_size if tokens_per_batch is None else max(1, tokens_per_batch // longest)
         batches.append(longest_first[start:start + size])
         start += size
     return batches

@@ -24,6 +24,7 @@ from raycse.settings.config import TrainConfig, field_kind
 from raycse.settings.confirm import Confirm
 from raycse.settings.distributions import DISTRIBUTIONS
 from raycse.settings.families import TRAIN_SEARCHABLE
+from raycse.settings.gpu_share import AUTO as AUTO_GPUS
 from raycse.settings.space import SCHEDULERS, TEST_EVAL, TOP_TRAIN_KEYS, Resources, SearchSpace
 
 SCHEMA_PATH = Path(__file__).resolve().parent / "space.schema.json"
@@ -87,6 +88,10 @@ def _words(schema: dict) -> str:
     """The allowed values of a schema in words: '1 to 100', '> 0', 'one of a, b'."""
     if "enum" in schema:
         return " | ".join(_yaml(choice) for choice in schema["enum"])
+    if "const" in schema:
+        return _yaml(schema["const"])
+    if "anyOf" in schema:
+        return " | ".join(_words(option) for option in schema["anyOf"])
     low = schema.get("minimum", schema.get("exclusiveMinimum"))
     high = schema.get("maximum")
     kinds = schema.get("type", "")
@@ -200,8 +205,10 @@ def section_keys() -> list[Key]:
     }
     resource_schema = {
         "workers": (_integer(1, INT_LIMIT), resources.workers, "data-parallel workers of one trial (Ray Train)"),
-        "gpus_per_worker": (_number(0), resources.gpus_per_worker, "GPUs per worker; fractions share a GPU "
-                            "between trials"),
+        "gpus_per_worker": ({"anyOf": [_number(0), {"const": AUTO_GPUS}]}, resources.gpus_per_worker,
+                            "GPUs per worker; fractions share a GPU between trials; auto: as many trials a GPU as "
+                            "raised the GPU's steps a second by 10% or more in a recorded measurement of the "
+                            "model's shape and batch (one where none is recorded), none without a GPU"),
         "cpus_per_worker": (_number(0), resources.cpus_per_worker, "CPU cores per worker"),
     }
     scheduler_schema = {

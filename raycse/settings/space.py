@@ -39,6 +39,7 @@ from raycse.settings.config import TrainConfig
 from raycse.settings.confirm import Confirm, parse_confirm
 from raycse.settings.distributions import parse_distribution
 from raycse.settings.families import TRAIN_SEARCHABLE, Family, override_space, parse_families
+from raycse.settings.gpu_share import AUTO as AUTO_GPUS
 from raycse.settings.paper_rows import paper_rows
 from raycse.settings.space_files import resolve_space
 from raycse.settings.strict_yaml import load_settings
@@ -61,8 +62,13 @@ SPACE_FILE_BYTES = 1 << 20  # the shipped files are 2 to 4 KB
 @dataclass
 class Resources:
     workers: int = 1
-    gpus_per_worker: float = 0.0
+    gpus_per_worker: float | str = 0.0  # or "auto": trials a GPU from a recorded measurement (settings/gpu_share.py)
     cpus_per_worker: float = 1.0
+
+    @property
+    def auto_gpus(self) -> bool:
+        """Whether the GPU share is left to the plan (`gpus_per_worker: auto`), which resolves it to a number."""
+        return self.gpus_per_worker == AUTO_GPUS
 
 
 @dataclass(frozen=True)
@@ -185,8 +191,9 @@ class SearchSpace:
             corners.append(dict(family.published))
             for corner in corners:
                 sampled = {"loss": family_name, family_name: corner} if self.conditional else corner
+                gpus = 0.0 if self.resources.auto_gpus else self.resources.gpus_per_worker  # resolved by the plan
                 config = dataclasses.replace(self.trial_config(sampled), workers=self.resources.workers,
-                                             gpus_per_worker=self.resources.gpus_per_worker)
+                                             gpus_per_worker=gpus)
                 yield family_name, corner, config
 
     def budget_section(self, name: str) -> dict[str, Any] | None:
@@ -357,7 +364,11 @@ def validate_space(space: SearchSpace, prefix: str = "") -> None:
     if sampler.get("startup_trials") is not None:
         check("search.sampler.startup_trials", check_int, sampler["startup_trials"], low=1)
     check("search.sampler.prior_width", check_number, sampler.get("prior_width"), low=0.01, high=10)
-    check("resources.gpus_per_worker", check_number, space.resources.gpus_per_worker, low=0)
+    if isinstance(space.resources.gpus_per_worker, str) and not space.resources.auto_gpus:
+        raise ConfigError(f"{where}: {prefix}resources.gpus_per_worker: must be a number >= 0 or {AUTO_GPUS}, got "
+                          f"{shown(space.resources.gpus_per_worker)}")
+    if not space.resources.auto_gpus:
+        check("resources.gpus_per_worker", check_number, space.resources.gpus_per_worker, low=0)
     check("resources.cpus_per_worker", check_number, space.resources.cpus_per_worker, low=0)
     for family_name, corner, config in space.corners():
         try:

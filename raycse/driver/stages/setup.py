@@ -42,7 +42,10 @@ class SetupStage(Stage):
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         state.cluster = ray.cluster_resources()
         state.budget = options.budget if options.budget != "auto" else planning.auto_budget(state.cluster)
-        plan = state.plan = planning.search_plan(space, options, state.budget)
+        plan = state.plan = planning.search_plan(space, options, state.budget, state.cluster)
+        share = planning.gpu_share(space.with_budget(state.budget), state.cluster)
+        if share is not None and space.with_budget(state.budget).resources.auto_gpus:
+            state.log(f"gpus_per_worker: auto gives {share.why}.")
         if options.warm_workers and options.trial_stand_in is None:  # their imports overlap the rest of the set-up
             state.start_warm_workers(planning.max_concurrent(plan, state.cluster))
         set_snapshot_period(state.storage, plan.num_samples)

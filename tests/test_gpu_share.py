@@ -1,0 +1,93 @@
+"""`resources.gpus_per_worker: auto`: how many trials share a GPU, from the steps recorded with 1, 2, 4 and 8 trials
+on one (raycse/settings/gpu_share.py), made a number by the search's plan for the cluster it runs on; a file's own
+number always wins."""
+from __future__ import annotations
+
+import dataclasses
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from raycse.driver.plan import gpu_share, model_shape, search_plan
+from raycse.settings.gpu_share import GPU_STEPS, GpuStep, trials_per_gpu
+from raycse.settings.space import load_space
+
+NO_FLAGS = SimpleNamespace(num_samples=None, max_concurrent=None, seed=None, scheduler=None, grace_evals=None,
+                           confirm=True, choose_seeds=None, judge_seeds=None)
+H100 = {"GPU": 1.0, "CPU": 16.0}  # the machine the GPU suite runs on
+
+
+def test_the_recorded_steps_give_two_bert_base_trials_a_gpu_and_eight_minilm_ones():
+    # BERT-base, batch 64: 64.4 -> 87.8 steps/s from 1 to 2 trials (+36%), 93.4 at 4 (+6%): throughput stops rising
+    bert = trials_per_gpu("bert-base", 64, 32)
+    assert bert.trials == 2 and bert.gpus_per_worker == 0.5 and "+6%, under +10%" in bert.why
+    # MiniLM, batch 64 (eager): +103%, +73%, +30% from 1 to 8; 8 is the most measured, so never more
+    minilm = trials_per_gpu("minilm", 64, 32)
+    assert minilm.trials == 8 and "h100-2026-11-22/concurrent.json" in minilm.why
+    # the CPUs beside a GPU bound it: 5 trials' worth keeps 4 (the measured point below)
+    assert trials_per_gpu("minilm", 64, 32, most=5).trials == 4
+    assert trials_per_gpu("minilm", 64, 32, most=1).trials == 1
+    # a batch, a length or a shape with no step recorded at several trials a GPU: one a GPU, and the words say so
+    assert trials_per_gpu("bert-base", 512, 32).trials == 1
+    unknown = trials_per_gpu(None, 64, 32)
+    assert unknown.trials == 1 and "no step recorded" in unknown.why and "gpus_per_worker" in unknown.why
+    assert trials_per_gpu("minilm", 64, 128).trials == 1
+
+
+def test_the_rule_stops_where_throughput_stops_rising_or_memory_runs_out():
+    flat = GpuStep("minilm", 64, 32, {1: 10.0, 2: 11.0, 4: 20.0, 8: 30.0}, None, False, "a record")
+    # steps/s: 100, 181.8 (+82%), 200 (+10.0%: not under the threshold), 266.7 (+33%)
+    assert trials_per_gpu("minilm", 64, 32, records=(flat,)).trials == 8
+    barely = dataclasses.replace(flat, shared_ms={1: 10.0, 2: 11.0, 4: 20.3, 8: 10.0})  # +8.4% at 4: stop at 2
+    assert trials_per_gpu("minilm", 64, 32, records=(barely,)).trials == 2
+    heavy = dataclasses.replace(flat, trial_gib=15.0)  # 4 x 15 GiB fit 90% of 79.6 GiB; 8 do not
+    choice = trials_per_gpu("minilm", 64, 32, records=(heavy,))
+    assert choice.trials == 4 and "would not fit" in choice.why
+    # the figures the rule reads are the records' own
+    assert {(r.shape, r.batch_size): r.shared_ms for r in GPU_STEPS}[("bert-base", 64)] == {1: 15.53, 2: 22.79,
+                                                                                            4: 42.84}
+
+
+def test_the_plan_makes_auto_a_number_for_its_cluster_and_a_files_number_wins(monkeypatch):
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    focal = load_space("focal")
+    assert focal.resources.gpus_per_worker == "auto"
+    assert search_plan(focal, NO_FLAGS, "full", H100).resources.gpus_per_worker == 0.125
+    # four CPUs beside the GPU feed two trials of focal's two CPUs each
+    assert search_plan(focal, NO_FLAGS, "full", {"GPU": 1.0, "CPU": 4.0}).resources.gpus_per_worker == 0.5
+    assert search_plan(focal, NO_FLAGS, "full", {"CPU": 16.0}).resources.gpus_per_worker == 0.0  # no GPU
+    assert search_plan(focal, NO_FLAGS, "cpu", H100).resources.gpus_per_worker == 0  # the CPU budget's own 0
+    assert search_plan(focal, NO_FLAGS, "paper", H100).resources.gpus_per_worker == 0.5  # BERT-base: two a GPU
+    # a driver that joined a cluster may see no GPU until a trial asks for one (an autoscaler starting from zero)
+    monkeypatch.setenv("RAY_ADDRESS", "auto")
+    assert search_plan(focal, NO_FLAGS, "full", {"CPU": 16.0}).resources.gpus_per_worker == 0.125
+    monkeypatch.delenv("RAY_ADDRESS")
+    # a file's own number is never replaced
+    dclr = load_space("dclr")
+    assert search_plan(dclr, NO_FLAGS, "full", H100).resources.gpus_per_worker == 0.25
+    stated = dataclasses.replace(focal, resources=dataclasses.replace(focal.resources, gpus_per_worker=1.0))
+    assert search_plan(stated, NO_FLAGS, "full", H100).resources.gpus_per_worker == 1.0
+    # a trial of several workers never shares a GPU
+    two = dataclasses.replace(focal, resources=dataclasses.replace(focal.resources, workers=2))
+    assert gpu_share(two, H100).trials == 1
+
+
+def test_a_models_shape_is_read_from_its_configuration(tiny_bert_dir, tmp_path):
+    assert model_shape("minilm") == "minilm"
+    assert model_shape("bert-base-uncased") == "bert-base"  # the paper budgets' model, known without the hub
+    assert model_shape(str(tiny_bert_dir)) == "tiny"  # 32 wide, 2 deep: `raycse bench`'s tiny shape
+    assert model_shape("someone/some-model") is None  # a hub id: nothing read, nothing fetched
+    folder = tmp_path / "wide"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"hidden_size": 768, "num_hidden_layers": 12}))
+    assert model_shape(str(folder)) == "bert-base"
+    (folder / "config.json").write_text("{not json")
+    assert model_shape(str(folder)) is None
+
+
+@pytest.mark.parametrize("name", ["focal", "barlow", "imsimcse", "all"])
+def test_the_shipped_minilm_files_at_batch_64_leave_the_share_to_the_records(name):
+    space = load_space(name)
+    assert space.resources.gpus_per_worker == "auto" and space.base.batch_size == 64
+    assert gpu_share(space, H100).trials == 8
