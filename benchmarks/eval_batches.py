@@ -1,6 +1,6 @@
 """How evaluation batches are cut: STS-B dev's distinct sentences encoded by the packaged MiniLM in batches of a fixed
-number of sentences, and in batches cut by padded tokens (what evaluation does: `raycse.encoder.model.EVAL_BATCH_TOKENS`),
-each timed after one warm-up, with the STS-B dev figure each gives.
+number of sentences, and in batches cut by padded tokens (what evaluation does:
+`raycse.encoder.model.EVAL_BATCH_TOKENS`), each timed after one warm-up, with the STS-B dev figure each gives.
 
     python benchmarks/eval_batches.py [--threads 1] [--sentences 32 512] [--tokens 512 1024 2048 4096 16384]
                                       [--repeats 2] [--output FILE.json]
@@ -61,7 +61,7 @@ def main() -> None:
         print(f"{kind:>9} {size:>6}: {min(seconds):7.3f} s  STS-B dev {figure:.5f}", flush=True)
     result = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
               "threads": args.threads, "sentences": len(objective.sentences), "torch": torch.__version__,
-              "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "rows": rows}
+              "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "rows": rows}
     if args.output:
         args.output.write_text(json.dumps(result, indent=1) + "\n")
 

@@ -21,7 +21,7 @@ from raycse.bench.cost_model import DISK_RECORD, WRITE_COPIES, Figure, Rates, Se
 from raycse.bench.judging_runs import SOURCE as LOOKS_SOURCE
 from raycse.bench.search_stages import StagePlan, lay_out
 from raycse.bench.sts_tasks_cost import test_eval_line, test_eval_price
-from raycse.driver.plan import max_concurrent, needs_stage0, search_plan
+from raycse.driver.plan import gpu_share, max_concurrent, needs_stage0, search_plan
 from raycse.errors import ConfigError
 from raycse.settings.gpu_share import HUB_SHAPES, shape_of
 from raycse.settings.space import TEST_EVAL, SearchSpace
@@ -54,6 +54,7 @@ class DryRun:
     refused: str | None = None  # why the real run would refuse to start (the experiment exists already), if it would
     test_eval: str = "best"  # which runs score the seven test tasks (the space's test_eval)
     test_eval_prices: dict[str, tuple[float, float]] = field(default_factory=dict)  # each choice: (wall s, trial-h)
+    share_reason: str | None = None  # why so many trials share a GPU, under gpus_per_worker: auto
 
     @property
     def rates(self) -> Rates:
@@ -175,7 +176,15 @@ def plan_search(space: SearchSpace, options: dict, step_ms: float | None = None,
     return DryRun(space=str(space.path), experiment=plan.experiment, budget=budget, budget_reason=reason, gpus=gpus,
                   resources=resources, gpus_per_trial=gpus_per_trial, concurrent=concurrent,
                   cost=SearchCost(rates, concurrent, held, costs, weights, keep_last), stages=stages,
-                  refused=refusal(plan, options), test_eval=plan.test_eval, test_eval_prices=prices)
+                  refused=refusal(plan, options), test_eval=plan.test_eval, test_eval_prices=prices,
+                  share_reason=share_reason(space, budget, gpus))
+
+
+def share_reason(space: SearchSpace, budget: str, gpus: int) -> str | None:
+    """The words of `gpus_per_worker: auto`'s choice on `gpus` GPUs (raycse.driver.plan.gpu_share), or None."""
+    budgeted = space.with_budget(budget)
+    share = gpu_share(budgeted, {"GPU": gpus}) if budgeted.resources.auto_gpus else None
+    return None if share is None else f"gpus_per_worker: auto gives {share.why}"
 
 
 def trials_per_gpu(plan: SearchSpace, gpus: int, concurrent: int) -> int:
@@ -335,6 +344,7 @@ def format_dry_run(run: DryRun) -> str:
     lines = [f"Plan of {run.space} (experiment {run.experiment!r}): nothing is run, created or started.",
              *([f"Refused: {run.refused}."] if run.refused else []),
              f"budget: {run.budget} ({run.budget_reason}); {run.resources}",
+             *([run.share_reason] if run.share_reason else []),
              f"step: {run.step_ms:.0f} ms ({rates.step.source})", _overheads(rates), "",
              f"{'stage':<9} {'trials':>6}  {'seeds':<14} {'steps':>6} {'evals':>5} {'trial-h':>8} {'wall-h':>7} "
              f"{'GPU-h':>7}  what"]

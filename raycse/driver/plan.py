@@ -71,7 +71,8 @@ def gpu_share(plan: SearchSpace, cluster: dict | None) -> ShareChoice | None:
     trial asks, as `auto_budget` reads it). The CPUs beside each GPU bound the share, where the cluster shows both.
 
     Example:
-        >>> gpu_share(plan, {"GPU": 1.0, "CPU": 16.0}).trials  # focal.yaml's MiniLM at batch 64, 2 CPUs a trial
+        >>> from raycse.settings.space import load_space
+        >>> gpu_share(load_space("focal"), {"GPU": 1.0, "CPU": 16.0}).trials  # MiniLM, batch 64, 2 CPUs a trial
         8
     """
     gpus = None if cluster is None else cluster.get("GPU", 0)

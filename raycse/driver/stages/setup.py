@@ -43,8 +43,8 @@ class SetupStage(Stage):
         state.cluster = ray.cluster_resources()
         state.budget = options.budget if options.budget != "auto" else planning.auto_budget(state.cluster)
         plan = state.plan = planning.search_plan(space, options, state.budget, state.cluster)
-        share = planning.gpu_share(space.with_budget(state.budget), state.cluster)
-        if share is not None and space.with_budget(state.budget).resources.auto_gpus:
+        budgeted = space.with_budget(state.budget)
+        if budgeted.resources.auto_gpus and (share := planning.gpu_share(budgeted, state.cluster)) is not None:
             state.log(f"gpus_per_worker: auto gives {share.why}.")
         if options.warm_workers and options.trial_stand_in is None:  # their imports overlap the rest of the set-up
             state.start_warm_workers(planning.max_concurrent(plan, state.cluster))
