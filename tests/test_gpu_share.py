@@ -91,3 +91,56 @@ def test_the_shipped_minilm_files_at_batch_64_leave_the_share_to_the_records(nam
     space = load_space(name)
     assert space.resources.gpus_per_worker == "auto" and space.base.batch_size == 64
     assert gpu_share(space, H100).trials == 8
+
+
+def _record(shared_ms: dict, shape: str = "minilm", batch_size: int = 64, **extra) -> dict:
+    return {"shape": shape, "batch_size": batch_size, "seq_len": 32, "compile": False, "device": "a test GPU",
+            "device_gib": 24.0, "trial_gib": None, "shared_ms": {str(k): v for k, v in shared_ms.items()}, **extra}
+
+
+def test_a_users_own_record_comes_before_the_shipped_ones(tmp_path, monkeypatch):
+    from raycse.settings.gpu_share import share_record_path, share_records
+
+    monkeypatch.setenv("RAYCSE_CACHE_DIR", str(tmp_path))
+    assert share_records() == () and trials_per_gpu("minilm", 64, 32).trials == 8
+    path = share_record_path("minilm", 64, 32, compiled=False)
+    path.parent.mkdir(parents=True)
+    # measured on the user's GPU: a second trial adds 5% (1 -> 2: 100 -> 105 steps/s), so one a GPU, not eight
+    path.write_text(json.dumps(_record({1: 10.0, 2: 19.05})))
+    choice = trials_per_gpu("minilm", 64, 32)
+    assert choice.trials == 1 and "a test GPU" in choice.why and str(path) in choice.why
+    # its memory bounds the share against its own GPU's: 3 x 7 GiB fit 90% of 24 GiB, 4 do not
+    path.write_text(json.dumps(_record({1: 10.0, 2: 10.0, 4: 10.0}, trial_gib=7.0)))
+    assert trials_per_gpu("minilm", 64, 32).trials == 2
+    # a file that cannot be read is left out, never fatal: the shipped record serves again
+    path.write_text("{not json")
+    assert share_records() == () and trials_per_gpu("minilm", 64, 32).trials == 8
+
+
+@pytest.mark.slow
+def test_bench_share_measures_the_trials_a_gpu_and_auto_reads_what_it_kept(tmp_path, monkeypatch):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "RAYCSE_CACHE_DIR": str(tmp_path),
+           "RAY_OVERRIDE_RESOURCES": '{"GPU": 1, "CPU": 2}'}  # a fake GPU: Ray shares it out, the trials run on CPUs
+    done = subprocess.run([sys.executable, "-m", "raycse", "bench", "--share", "--share-most", "2", "--shape", "tiny",
+                           "--batch-size", "8", "--seq-len", "16", "--steps", "3", "--warmup", "1", "--no-compile"],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    [path] = (tmp_path / "gpu-share").glob("*.json")
+    record = json.loads(path.read_text())
+    assert record["shape"] == "tiny" and record["batch_size"] == 8 and record["seq_len"] == 16
+    assert set(record["shared_ms"]) <= {"1", "2"} and "1" in record["shared_ms"]
+    assert [run["concurrent"] for run in record["runs"]] == [int(k) for k in record["shared_ms"]]
+    assert all(len(run["trials"]) == run["concurrent"] for run in record["runs"])
+    assert f"kept in {path}" in done.stdout and "gpus_per_worker: auto now gives" in done.stdout
+    monkeypatch.setenv("RAYCSE_CACHE_DIR", str(tmp_path))  # a search's plan reads it from the same cache folder
+    assert str(path) in trials_per_gpu("tiny", 8, 16).why
+    # without a GPU in the Ray cluster it is refused in one line
+    env["RAY_OVERRIDE_RESOURCES"] = '{"GPU": 0, "CPU": 2}'
+    refused = subprocess.run([sys.executable, "-m", "raycse", "bench", "--share", "--shape", "tiny"], env=env,
+                             capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 2 and refused.stderr.strip().startswith("raycse: error: --share: the Ray cluster")
+    assert "Traceback" not in refused.stderr

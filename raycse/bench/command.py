@@ -1,4 +1,5 @@
-"""`raycse bench`: its flags and what it runs (the step benchmark, N concurrent trials, or gradient caching's cost)."""
+"""`raycse bench`: its flags and what it runs (the step benchmark, N concurrent trials, the trials a GPU should take, or
+gradient caching's cost)."""
 from __future__ import annotations
 
 import argparse
@@ -36,6 +37,12 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--concurrent", type=int, default=None, metavar="N",
                    help="instead: aggregate sentences/s of N concurrent trials, Ray tasks with 1/N GPU each "
                    "(default: none)")
+    p.add_argument("--share", action="store_true",
+                   help="instead: how many trials of this shape, batch and length to put on one GPU: 1, 2, 4, ... "
+                        "concurrent trials, doubled while the GPU's steps a second rise by 10%% or more; kept where "
+                        "`gpus_per_worker: auto` reads it (default: off)")
+    p.add_argument("--share-most", type=int, default=8, metavar="N",
+                   help="with --share: the most trials a GPU to measure (default: %(default)s)")
     p.add_argument("--cached", action="store_true",
                    help="instead: gradient caching's cost per loss, each configuration in its own process: uncached "
                         "--batch-size, uncached --cached-batch-size, cached in chunks of --batch-size, and keyed "
@@ -47,7 +54,7 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
 
 def run_bench_command(args) -> int:
     """Run what the flags ask for and print its table; 0 when done."""
-    from raycse.bench.concurrent import format_concurrent, run_concurrent
+    from raycse.bench.concurrent import format_concurrent, format_share, run_concurrent, run_share
     from raycse.bench.step import BenchOptions, format_table, run_bench
     from raycse.files import write_json_atomic
     from raycse.settings.checks import check_int, check_writable_file
@@ -63,7 +70,11 @@ def run_bench_command(args) -> int:
                            profile=args.profile).validate()
     if args.concurrent is not None:
         check_int("concurrent", args.concurrent, low=1, high=CONCURRENT_LIMIT)
-    if args.concurrent is not None:
+    if args.share:
+        check_int("share_most", args.share_most, low=1, high=CONCURRENT_LIMIT)
+        results = run_share(options, args.share_most)
+        print(format_share(results))
+    elif args.concurrent is not None:
         results = run_concurrent(options, args.concurrent)
         print(format_concurrent(results))
     else:

@@ -63,9 +63,12 @@ def concurrent_trial(options: dict, threads: int, barrier) -> dict:
         runner.step(next(inputs))
     synchronize(device)
     elapsed = time.perf_counter() - started
+    cuda = device.type == "cuda"
     return {"ms_per_step": 1000.0 * elapsed / opts.steps, "sentences_per_s": opts.batch_size * opts.steps / elapsed,
             "start": started_wall, "end": started_wall + elapsed, "device": device_name(device),
-            "gpu_ids": [str(g) for g in ray.get_gpu_ids()]}
+            "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
+            "peak_gib": torch.cuda.max_memory_reserved(device) / 2**30 if cuda else None,
+            "device_gib": torch.cuda.get_device_properties(device).total_memory / 2**30 if cuda else None}
 
 
 def run_concurrent(options: BenchOptions, trials: int) -> dict:
@@ -115,9 +118,72 @@ def run_concurrent(options: BenchOptions, trials: int) -> dict:
         "num_cpus_per_trial": num_cpus,
         "aggregate_sentences_per_s": options.batch_size * options.steps * trials / span,
         "sum_of_trial_sentences_per_s": sum(r["sentences_per_s"] for r in results),
-        "trials": [{k: r[k] for k in ("ms_per_step", "sentences_per_s", "gpu_ids")} for r in results],
+        "trials": [{k: r[k] for k in ("ms_per_step", "sentences_per_s", "gpu_ids", "peak_gib")} for r in results],
+        "device_gib": results[0]["device_gib"],
         "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
     }
+
+
+SHARE_MOST = 8  # `raycse bench --share`: trials a GPU at most, as the shipped records go
+
+
+def run_share(options: BenchOptions, most: int = SHARE_MOST, progress=print) -> dict:
+    """`raycse bench --share`: 1, 2, 4, ... trials sharing one GPU (each `run_concurrent`), doubled while the GPU's
+    steps a second, all trials together, rise as `gpus_per_worker: auto` asks (raycse.settings.gpu_share), up to
+    `most`; the record is kept where `auto` reads it (`share_record_path`), so later searches of this shape, batch
+    and length share their GPUs as measured here. Refused (ConfigError) on a Ray cluster without a GPU.
+
+    Returns:
+        The record: each number of trials' mean ms a step, the peak GPU memory of a trial, the GPU, its path.
+
+    Example:
+        >>> record = run_share(BenchOptions(shape="bert-base", batch_size=128, steps=30, warmup=5))  # doctest: +SKIP
+    """
+    import ray
+
+    from raycse.errors import ConfigError
+    from raycse.files import write_json_atomic
+    from raycse.settings.gpu_share import THROUGHPUT_GAIN, share_record_path
+    from raycse.training.ray_runtime import start_ray
+
+    started_ray = start_ray()
+    try:
+        if not ray.cluster_resources().get("GPU"):
+            raise ConfigError("--share: the Ray cluster has no GPU, and it measures trials sharing one")
+        runs, trials = [], 1
+        while trials <= most:
+            runs.append(run_concurrent(options, trials))
+            rate = trials * 1000.0 / _mean_ms(runs[-1])
+            progress(f"{trials} trial(s) a GPU: {_mean_ms(runs[-1]):.2f} ms a step each, {rate:.1f} steps/s in all")
+            if len(runs) > 1 and rate < (1 + THROUGHPUT_GAIN) * (trials // 2) * 1000.0 / _mean_ms(runs[-2]):
+                break
+            trials *= 2
+    finally:
+        if started_ray:
+            ray.shutdown()
+    peaks = [t["peak_gib"] for run in runs for t in run["trials"] if t["peak_gib"] is not None]
+    record = {"shape": options.shape, "loss": options.loss, "batch_size": options.batch_size,
+              "seq_len": options.seq_len, "compile": options.compile, "device": runs[0]["device"],
+              "device_gib": runs[0]["device_gib"], "trial_gib": max(peaks) if peaks else None,
+              "shared_ms": {str(run["concurrent"]): _mean_ms(run) for run in runs},
+              "date": runs[-1]["date"], "runs": runs}
+    path = share_record_path(options.shape, options.batch_size, options.seq_len, options.compile)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(path, record)
+    return {**record, "path": str(path)}
+
+
+def _mean_ms(run: dict) -> float:
+    return sum(t["ms_per_step"] for t in run["trials"]) / len(run["trials"])
+
+
+def format_share(record: dict) -> str:
+    """`raycse bench --share`'s last lines: what `gpus_per_worker: auto` now chooses, and where the record is."""
+    from raycse.settings.gpu_share import trials_per_gpu
+
+    choice = trials_per_gpu(record["shape"], record["batch_size"], record["seq_len"])
+    return (f"kept in {record['path']}\ngpus_per_worker: auto now gives a {record['shape']}-shaped model at batch "
+            f"{record['batch_size']}, length {record['seq_len']}: {choice.why}")
 
 
 def format_concurrent(r: dict) -> str:

@@ -14,10 +14,16 @@ and only on measured points: a share nobody measured is never chosen. BERT-base 
 doubles from 1 to 2 trials (r 64.4 -> 87.8, +36%) and stops there (93.4 at 4, +6%); its searches took 196, 150 and
 217 s at 1, 2 and 4 trials a GPU. A model, batch or length with no record gets one trial a GPU. A file's number
 (`gpus_per_worker: 0.25`) is never replaced.
+
+The records: those shipped here (`GPU_STEPS`, measured on an H100), and before them the user's own, measured on
+their GPU by `raycse bench --share` (a short measurement: 1, 2, 4, ... trials until the rule stops) and kept in the
+raycse cache folder (`share_records`).
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 
 AUTO = "auto"  # the `resources.gpus_per_worker` value that `trials_per_gpu` resolves
 
@@ -47,7 +53,7 @@ HUB_SHAPES = {"bert-base-uncased": "bert-base", "google-bert/bert-base-uncased":
 class GpuStep:
     """A recorded training step on an H100: ms a step with k trials sharing the GPU where measured; elsewhere the
     larger of the step alone and k times the device's own ms a step (k trials take turns on one device).
-    `trial_gib`: one trial's GPU memory as nvidia-smi saw it (None: not recorded)."""
+    `trial_gib`: one trial's GPU memory (None: not recorded); `device`, `device_gib`: the GPU and its memory."""
 
     shape: str
     batch_size: int
@@ -57,6 +63,8 @@ class GpuStep:
     compiled: bool
     record: str
     trial_gib: float | None = None
+    device: str = "an H100"
+    device_gib: float = H100_GIB
 
     def ms(self, sharing: int) -> float:
         if sharing in self.shared_ms:
@@ -92,8 +100,39 @@ def shape_of(hidden_size: int | None, num_hidden_layers: int | None) -> str | No
 
 def recorded_step(shape: str | None, batch_size: int, seq_len: int,
                   records: tuple[GpuStep, ...] = GPU_STEPS) -> GpuStep | None:
-    """The recorded GPU step of this shape, batch and sequence length, or None."""
+    """The recorded GPU step of this shape, batch and sequence length, or None (the first of `records` that fits)."""
     return next((r for r in records if (r.shape, r.batch_size, r.seq_len) == (shape, batch_size, seq_len)), None)
+
+
+# ------------------------------------------------------------------------------------------ the user's own records
+SHARE_DIR = "gpu-share"  # under the raycse cache folder (raycse.evaluation.untouched_cache.cache_dir)
+
+
+def share_folder() -> Path:
+    from raycse.evaluation.untouched_cache import cache_dir
+
+    return cache_dir() / SHARE_DIR
+
+
+def share_record_path(shape: str, batch_size: int, seq_len: int, compiled: bool) -> Path:
+    """Where `raycse bench --share` keeps its measurement of this shape, batch, length and compilation."""
+    return share_folder() / f"{shape}-batch{batch_size}-len{seq_len}-{'compiled' if compiled else 'eager'}.json"
+
+
+def share_records() -> tuple[GpuStep, ...]:
+    """The user's own records (`raycse bench --share`), newest first; a file that cannot be read is left out."""
+    records = []
+    for path in sorted(share_folder().glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True):
+        try:
+            raw = json.loads(path.read_text())
+            records.append(GpuStep(
+                str(raw["shape"]), int(raw["batch_size"]), int(raw["seq_len"]),
+                {int(k): float(ms) for k, ms in raw["shared_ms"].items()}, None, bool(raw["compile"]), str(path),
+                trial_gib=raw.get("trial_gib"), device=str(raw["device"]),
+                device_gib=float(raw.get("device_gib") or H100_GIB)))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            continue
+    return tuple(records)
 
 
 @dataclass(frozen=True)
@@ -109,14 +148,14 @@ class ShareChoice:
 
 
 def trials_per_gpu(shape: str | None, batch_size: int, seq_len: int, most: int | None = None,
-                   records: tuple[GpuStep, ...] = GPU_STEPS) -> ShareChoice:
+                   records: tuple[GpuStep, ...] | None = None) -> ShareChoice:
     """The trials a GPU for a one-worker trial of this shape, batch and length (the rule in the module's docstring).
 
     Args:
         shape: the model's name in `SHAPES` (None: unknown).
         batch_size, seq_len: the trials' batch and `max_len`.
         most: the most trials the host's CPUs can feed beside one GPU (None: no limit known).
-        records: the recorded steps to choose from.
+        records: the recorded steps to choose from (default: the user's own, then `GPU_STEPS`).
 
     Returns:
         A `ShareChoice`; one trial a GPU where nothing is recorded.
@@ -125,11 +164,12 @@ def trials_per_gpu(shape: str | None, batch_size: int, seq_len: int, most: int |
         >>> trials_per_gpu("bert-base", 64, 32).trials
         2
     """
+    records = (*share_records(), *GPU_STEPS) if records is None else records
     record = recorded_step(shape, batch_size, seq_len, records)
     if record is None:
         return ShareChoice(1, f"one trial a GPU: no step recorded for a {shape or 'model of unknown'}-shaped model at "
-                              f"batch {batch_size}, length {seq_len} with trials sharing a GPU (state "
-                              "resources.gpus_per_worker to share)")
+                              f"batch {batch_size}, length {seq_len} with trials sharing a GPU (`raycse bench --share "
+                              "--shape SHAPE --batch-size N` measures one; or state resources.gpus_per_worker)")
     trials, reasons = 1, []
     for more in sorted(k for k in record.shared_ms if k > 1):
         gain = record.steps_per_s(more) / record.steps_per_s(trials)
@@ -137,7 +177,7 @@ def trials_per_gpu(shape: str | None, batch_size: int, seq_len: int, most: int |
         if gain < 1 + THROUGHPUT_GAIN:
             reasons.append(f"{rate} (+{100 * (gain - 1):.0f}%, under +{100 * THROUGHPUT_GAIN:.0f}%)")
             break
-        if record.trial_gib is not None and more * record.trial_gib > MEMORY_SHARE * H100_GIB:
+        if record.trial_gib is not None and more * record.trial_gib > MEMORY_SHARE * record.device_gib:
             reasons.append(f"{more} trials of {record.trial_gib:.1f} GiB would not fit {MEMORY_SHARE:.0%} of the GPU")
             break
         if most is not None and more > most:
@@ -146,4 +186,5 @@ def trials_per_gpu(shape: str | None, batch_size: int, seq_len: int, most: int |
         trials = more
         reasons.append(f"{rate} (+{100 * (gain - 1):.0f}%)")
     return ShareChoice(trials, f"{trials} trial(s) a GPU: {'; '.join(reasons) or 'one measured'} "
-                               f"(a {shape}-shaped model at batch {batch_size}, recorded on an H100: {record.record})")
+                               f"(a {shape}-shaped model at batch {batch_size}, recorded on {record.device}: "
+                               f"{record.record})")
