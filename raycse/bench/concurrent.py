@@ -143,25 +143,32 @@ def run_share(options: BenchOptions, most: int = SHARE_MOST, progress=print) -> 
 
     from raycse.errors import ConfigError
     from raycse.files import write_json_atomic
-    from raycse.settings.gpu_share import THROUGHPUT_GAIN, share_record_path
+    from raycse.settings.gpu_share import MEMORY_SHARE, THROUGHPUT_GAIN, share_record_path
     from raycse.training.ray_runtime import start_ray
 
+    no_gpu = ConfigError("--share: the Ray cluster has no GPU, and it measures trials sharing one")
+    if _local_gpus() == 0:
+        raise no_gpu  # before a local Ray starts for nothing
     started_ray = start_ray()
     try:
         if not ray.cluster_resources().get("GPU"):
-            raise ConfigError("--share: the Ray cluster has no GPU, and it measures trials sharing one")
-        runs, trials = [], 1
+            raise no_gpu
+        runs, rates, trials = [], [], 1
         while trials <= most:
             runs.append(run_concurrent(options, trials))
-            rate = trials * 1000.0 / _mean_ms(runs[-1])
-            progress(f"{trials} trial(s) a GPU: {_mean_ms(runs[-1]):.2f} ms a step each, {rate:.1f} steps/s in all")
-            if len(runs) > 1 and rate < (1 + THROUGHPUT_GAIN) * (trials // 2) * 1000.0 / _mean_ms(runs[-2]):
-                break
+            rates.append(trials * 1000.0 / _mean_ms(runs[-1]))
+            progress(f"{trials} trial(s) a GPU: {_mean_ms(runs[-1]):.2f} ms a step each, {rates[-1]:.1f} steps/s "
+                     "in all")
+            if len(rates) > 1 and rates[-1] < (1 + THROUGHPUT_GAIN) * rates[-2]:
+                break  # the steps a second stopped rising: `auto` would choose no more trials than these
+            peak, memory = _peak_gib(runs[-1]), runs[-1]["device_gib"]
+            if peak is not None and memory and 2 * trials * peak > MEMORY_SHARE * memory:
+                break  # twice the trials would not fit the GPU
             trials *= 2
     finally:
         if started_ray:
             ray.shutdown()
-    peaks = [t["peak_gib"] for run in runs for t in run["trials"] if t["peak_gib"] is not None]
+    peaks = [peak for peak in map(_peak_gib, runs) if peak is not None]
     record = {"shape": options.shape, "loss": options.loss, "batch_size": options.batch_size,
               "seq_len": options.seq_len, "compile": options.compile, "device": runs[0]["device"],
               "device_gib": runs[0]["device_gib"], "trial_gib": max(peaks) if peaks else None,
@@ -171,6 +178,25 @@ def run_share(options: BenchOptions, most: int = SHARE_MOST, progress=print) -> 
     path.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(path, record)
     return {**record, "path": str(path)}
+
+
+def _local_gpus() -> float | None:
+    """The GPUs a local Ray would advertise here (None: a cluster's, or a Ray already started, not known yet)."""
+    import os
+
+    import ray
+    import torch
+
+    from raycse.driver.preflight import local_ray_resources
+
+    if os.environ.get("RAY_ADDRESS") or ray.is_initialized():
+        return None
+    return local_ray_resources(torch.cuda.device_count(), 1)[0]
+
+
+def _peak_gib(run: dict) -> float | None:
+    peaks = [t["peak_gib"] for t in run["trials"] if t["peak_gib"] is not None]
+    return max(peaks) if peaks else None
 
 
 def _mean_ms(run: dict) -> float:
