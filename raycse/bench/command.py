@@ -39,7 +39,7 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
                    "(default: none)")
     p.add_argument("--share", action="store_true",
                    help="instead: how many trials of this shape, batch and length to put on one GPU: 1, 2, 4, ... "
-                        "concurrent trials, doubled while the GPU's steps a second rise by 10%% or more; kept where "
+                        "concurrent trials, doubled while the GPU's steps a second rise by a tenth or more; kept where "
                         "`gpus_per_worker: auto` reads it (default: off)")
     p.add_argument("--share-most", type=int, default=8, metavar="N",
                    help="with --share: the most trials a GPU to measure (default: %(default)s)")
