@@ -59,9 +59,12 @@ def test_the_plan_makes_auto_a_number_for_its_cluster_and_a_files_number_wins(mo
     assert search_plan(focal, NO_FLAGS, "full", {"CPU": 16.0}).resources.gpus_per_worker == 0.0  # no GPU
     assert search_plan(focal, NO_FLAGS, "cpu", H100).resources.gpus_per_worker == 0  # the CPU budget's own 0
     assert search_plan(focal, NO_FLAGS, "paper", H100).resources.gpus_per_worker == 0.5  # BERT-base: two a GPU
-    # a driver that joined a cluster may see no GPU until a trial asks for one (an autoscaler starting from zero)
+    # a driver that joined a cluster may see no GPU until a trial asks for one (an autoscaler starting from zero):
+    # the CPUs beside its GPUs unknown, at most four trials a GPU, the fixed share before `auto`
     monkeypatch.setenv("RAY_ADDRESS", "auto")
-    assert search_plan(focal, NO_FLAGS, "full", {"CPU": 16.0}).resources.gpus_per_worker == 0.125
+    assert search_plan(focal, NO_FLAGS, "full", {"CPU": 16.0}).resources.gpus_per_worker == 0.25
+    assert search_plan(focal, NO_FLAGS, "full", {"GPU": 8.0, "CPU": 96.0}).resources.gpus_per_worker == 0.25  # p4d
+    assert search_plan(focal, NO_FLAGS, "full", {"GPU": 8.0, "CPU": 192.0}).resources.gpus_per_worker == 0.125
     monkeypatch.delenv("RAY_ADDRESS")
     # a file's own number is never replaced
     dclr = load_space("dclr")

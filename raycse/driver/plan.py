@@ -65,10 +65,14 @@ def search_plan(space: SearchSpace, options, budget: str, cluster: dict | None =
     return dataclasses.replace(plan, **changes)
 
 
+AUTOSCALING_MOST = 4  # trials a GPU at most while a cluster shows no GPU node: the fixed share before `auto`
+
+
 def gpu_share(plan: SearchSpace, cluster: dict | None) -> ShareChoice | None:
     """How many of the plan's trials share a GPU under `gpus_per_worker: auto` (`trials_per_gpu`), or None where
     they get no GPU: a cluster without one, unless the driver joined it (RAY_ADDRESS: it may add GPU nodes when a
-    trial asks, as `auto_budget` reads it). The CPUs beside each GPU bound the share, where the cluster shows both.
+    trial asks, as `auto_budget` reads it; then at most `AUTOSCALING_MOST` a GPU). The CPUs beside each GPU bound
+    the share, where the cluster shows both.
 
     Example:
         >>> from raycse.settings.space import load_space
@@ -84,6 +88,10 @@ def gpu_share(plan: SearchSpace, cluster: dict | None) -> ShareChoice | None:
     most = None
     if gpus and cluster.get("CPU") and res.cpus_per_worker:
         most = max(1, int(cluster["CPU"] / gpus // res.cpus_per_worker))
+    elif gpus == 0:
+        # GPU nodes not started yet (an autoscaling cluster): the CPUs beside each GPU are unknown, and a finer share
+        # than its CPUs feed would pack some GPUs full and leave others idle on a node of several
+        most = AUTOSCALING_MOST
     return trials_per_gpu(model_shape(base.model), base.batch_size, base.max_len, most)
 
 
