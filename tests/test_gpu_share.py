@@ -147,3 +147,18 @@ def test_bench_share_measures_the_trials_a_gpu_and_auto_reads_what_it_kept(tmp_p
                              capture_output=True, text=True, timeout=300)
     assert refused.returncode == 2 and refused.stderr.strip().startswith("raycse: error: --share: the Ray cluster")
     assert "Traceback" not in refused.stderr
+
+
+def test_a_trials_recorded_gpu_memory_is_its_records():
+    import csv
+    from pathlib import Path
+
+    from raycse.settings.gpu_share import H100_PAPER, H100_WARM_SEARCH_GPU, recorded_step
+
+    root = Path(__file__).resolve().parent.parent
+    with (root / H100_WARM_SEARCH_GPU).open() as handle:  # nvidia-smi every 2 s through the focal search, 4 a GPU
+        peak_mib = max(int(row[" memory.used [MiB]"].split()[0]) for row in csv.DictReader(handle))
+    assert recorded_step("minilm", 64, 32).trial_gib == pytest.approx(peak_mib / 4 / 1024)
+    runs = json.loads((root / H100_PAPER / "paper.json").read_text())["runs"]
+    assert recorded_step("bert-base", 64, 32).trial_gib == pytest.approx(
+        max(run["measured"]["gpu_trial_peak_mib"] for run in runs) / 1024)
