@@ -112,6 +112,11 @@ def test_a_users_own_record_comes_before_the_shipped_ones(tmp_path, monkeypatch)
     path.write_text(json.dumps(_record({1: 10.0, 2: 19.05})))
     choice = trials_per_gpu("minilm", 64, 32)
     assert choice.trials == 1 and "a test GPU" in choice.why and str(path) in choice.why
+    # the dry run prices the step of the same record: one trial's 10 ms on the user's GPU, not the H100's 26.80 ms
+    import raycse
+
+    plan = raycse.plan("focal", gpus=1, budget="full")
+    assert plan.concurrent == 1 and plan.step_ms == pytest.approx(10.0) and "a test GPU" in plan.rates.step.source
     # its memory bounds the share against its own GPU's: 3 x 7 GiB fit 90% of 24 GiB, 4 do not
     path.write_text(json.dumps(_record({1: 10.0, 2: 10.0, 4: 10.0}, trial_gib=7.0)))
     assert trials_per_gpu("minilm", 64, 32).trials == 2

@@ -64,7 +64,7 @@ def gpu_step(shape: str | None, batch_size: int, seq_len: int, sharing: int, ste
                                         "GPU plan is never timed on this machine's CPU: pass --step-ms MS, a trial's "
                                         f"step with {shared} (`raycse bench` on the GPU measures one)")
     seconds = match.ms(sharing) / 1000
-    where = recorded(match.record, f"{shape}, batch {batch_size}, {shared}, recorded on an H100")
+    where = recorded(match.record, f"{shape}, batch {batch_size}, {shared}, recorded on {match.device}")
     if match.compiled:
         if steps * seconds * (COMPILED_SPEEDUP - 1) > DEFAULT_COMPILE_SECONDS:
             return Figure(seconds, where + ", compiled"), Figure(DEFAULT_COMPILE_SECONDS, "compile: auto's estimate")

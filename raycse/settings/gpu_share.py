@@ -51,7 +51,7 @@ HUB_SHAPES = {"bert-base-uncased": "bert-base", "google-bert/bert-base-uncased":
 
 @dataclass(frozen=True)
 class GpuStep:
-    """A recorded training step on an H100: ms a step with k trials sharing the GPU where measured; elsewhere the
+    """A recorded training step on a GPU: ms a step with k trials sharing the GPU where measured; elsewhere the
     larger of the step alone and k times the device's own ms a step (k trials take turns on one device).
     `trial_gib`: one trial's GPU memory (None: not recorded); `device`, `device_gib`: the GPU and its memory."""
 
@@ -100,8 +100,11 @@ def shape_of(hidden_size: int | None, num_hidden_layers: int | None) -> str | No
 
 
 def recorded_step(shape: str | None, batch_size: int, seq_len: int,
-                  records: tuple[GpuStep, ...] = GPU_STEPS) -> GpuStep | None:
-    """The recorded GPU step of this shape, batch and sequence length, or None (the first of `records` that fits)."""
+                  records: tuple[GpuStep, ...] | None = None) -> GpuStep | None:
+    """The recorded GPU step of this shape, batch and sequence length, or None: the first of `records` that fits
+    (default: the user's own, `share_records`, then the shipped `GPU_STEPS`), so that the share `auto` chooses and
+    the step the dry run prices come from one record."""
+    records = (*share_records(), *GPU_STEPS) if records is None else records
     return next((r for r in records if (r.shape, r.batch_size, r.seq_len) == (shape, batch_size, seq_len)), None)
 
 
@@ -165,7 +168,6 @@ def trials_per_gpu(shape: str | None, batch_size: int, seq_len: int, most: int |
         >>> trials_per_gpu("bert-base", 64, 32).trials
         2
     """
-    records = (*share_records(), *GPU_STEPS) if records is None else records
     record = recorded_step(shape, batch_size, seq_len, records)
     if record is None:
         return ShareChoice(1, f"one trial a GPU: no step recorded for a {shape or 'model of unknown'}-shaped model at "
