@@ -237,3 +237,33 @@ def test_a_trial_that_ended_leaves_only_its_best_and_the_answer_is_exported_and_
     assert main(["report", "cadence", "--tracking-uri", uri, "--output-dir", str(folder / "report")]) == 0
     assert (folder / "report" / "index.html").is_file()
     capsys.readouterr()
+
+
+def test_a_trial_resumed_from_an_older_checkpoint_logs_each_evaluation_once(tmp_path, tiny_bert_dir):
+    """A lost node or a killed driver can resume a trial from a checkpoint older than its last logged evaluation: the
+    steps it evaluates again are not logged again (the run's history holds each step once)."""
+    import pickle
+
+    from raycse.driver.tune.callback import MlflowSearchCallback
+    from raycse.records import TRIAL_TAG
+    from raycse.settings.space import load_space
+    from raycse.tracking.tracker import Tracker
+
+    space_file = tmp_path / "space.yaml"
+    space_file.write_text(f"experiment: once\nmodel: {tiny_bert_dir}\nloss: simcse\n"
+                          "space: {tau: {type: uniform, low: 0.03, high: 0.1}}\n")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracker = Tracker(uri, "once")
+    parent = tracker.start_run("once")
+    callback = MlflowSearchCallback(uri, "once", parent, load_space(space_file), log=print)
+    callback._start("t1", {TRIAL_TAG: "t1"}, {})
+    callback._write_metrics("t1", [(8, {"objective": 1.0}), (16, {"objective": 2.0})])
+    callback._write_metrics("t1", [(8, {"objective": 1.0}), (24, {"objective": 3.0})])  # a retry from step 0
+    run_id = callback.run_ids["t1"]
+    assert tracker.metric_history(run_id, "objective") == [(8, 1.0), (16, 2.0), (24, 3.0)]
+    # the driver killed after step 24 reached MLflow, its snapshot older: the restored callback reads the run
+    restored = pickle.loads(pickle.dumps(callback))
+    restored._logged_through.clear()
+    restored._start("t1", {TRIAL_TAG: "t1"}, {})
+    restored._write_metrics("t1", [(24, {"objective": 3.0}), (32, {"objective": 4.0})])
+    assert tracker.metric_history(run_id, "objective") == [(8, 1.0), (16, 2.0), (24, 3.0), (32, 4.0)]

@@ -83,6 +83,9 @@ class MlflowSearchCallback(tune.Callback):
         self._tracker = None
         self._writes: WriteQueue | None = None
         self._recorded: dict[str, str] | None = {}  # trial id -> run id of runs made before; None: not read yet
+        # trial id -> the last step whose metrics its run holds: a trial resumed from a checkpoint older than its last
+        # logged evaluation (a lost node, a killed driver) evaluates those steps again, and each is logged once
+        self._logged_through: dict[str, int] = {}
 
     def __getstate__(self):  # Tune pickles its run config; the MLflow client and the queue are re-created on demand
         state = dict(self.__dict__)
@@ -91,6 +94,7 @@ class MlflowSearchCallback(tune.Callback):
 
     def __setstate__(self, state):
         self.__dict__.update(state)
+        self.__dict__.setdefault("_logged_through", {})
         self._recorded = None  # unpickled: this may be a resumed search, whose earlier runs are read when needed
 
     @property
@@ -206,10 +210,17 @@ class MlflowSearchCallback(tune.Callback):
             if self.tracker.run(run_id).info.status == "FINISHED":
                 return  # recorded already: the trial replays its result (raycse.driver.tune.replay.replayed_result)
             self.tracker.reopen_run(run_id)
+            logged = self.tracker.metric_history(run_id, OBJECTIVE)
+            if logged:
+                self._logged_through[trial_id] = max(self._logged_through.get(trial_id, -1), logged[-1][0])
         self.tracker.log_params(run_id, params, new_run=created)
 
     def _write_metrics(self, trial_id: str, steps: list[tuple[int, dict]]) -> None:
-        self.tracker.log_metric_steps(self._run(trial_id)[0], steps)
+        done = self._logged_through.get(trial_id, -1)
+        fresh = [(step, metrics) for step, metrics in steps if step > done]
+        if fresh:
+            self.tracker.log_metric_steps(self._run(trial_id)[0], fresh)
+            self._logged_through[trial_id] = max(step for step, _ in fresh)
 
     def _metrics(self, trial_id: str, metrics: dict) -> None:
         self.tracker.log_metrics(self._run(trial_id)[0], metrics)
