@@ -45,9 +45,35 @@ def sqlite_creation_lock(url: str):
         return
     database = Path(url[len("sqlite:///"):])
     database.parent.mkdir(parents=True, exist_ok=True)
-    with open(database.with_name(f".{database.name}.lock"), "w") as lock:
+    with open(_creation_lock_file(database), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def sqlite_created(url: str):
+    """Wait, if a process is creating this SQLite store (under `sqlite_creation_lock`), until it has finished: a
+    reader that opened it half made (its tables there, their migrations not yet done) would run the migrations a
+    second time and fail (`raycse status` from a second terminal as a search starts). Creates nothing: a store no
+    raycse process created has no lock file, and nothing to wait for."""
+    lock_file = _creation_lock_file(Path(url[len("sqlite:///"):])) if url.startswith("sqlite:///") else None
+    try:
+        lock = open(lock_file) if lock_file is not None else None  # closed by the `with` below
+    except FileNotFoundError:
+        lock = None
+    if lock is None:
+        yield
+        return
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _creation_lock_file(database: Path) -> Path:
+    return database.with_name(f".{database.name}.lock")

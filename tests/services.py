@@ -8,6 +8,7 @@ import contextlib
 import copy
 import dataclasses
 import glob
+import importlib.util
 import json
 import os
 import shlex
@@ -85,6 +86,25 @@ class FakeCluster:
     temp_dir: str   # the cluster's private temp dir: its processes carry it on their command lines
 
 
+
+def _wait_for_job_server(dashboard: str, timeout_s: float = 120.0) -> None:
+    """`ray start --head` returns before the dashboard's job server answers (seconds later on a loaded machine), and
+    `ray job submit` checks it once: asked too soon, it exits 1 and no job starts. Wait until it answers."""
+    import urllib.error
+    import urllib.request
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with urllib.request.urlopen(f"{dashboard}/api/version", timeout=5) as answer:
+                if answer.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"Ray's job server at {dashboard} did not answer within {timeout_s:.0f} s")
+        time.sleep(0.5)
+
 @contextlib.contextmanager
 def fake_gpu_cluster(config: dict, env: dict | None = None, logs: Path | None = None) -> Iterator[FakeCluster]:
     """Start a Ray head whose autoscaler uses the fake multi-node provider with `config`; stop it at the end.
@@ -137,7 +157,10 @@ def fake_gpu_cluster(config: dict, env: dict | None = None, logs: Path | None = 
         started = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
         if started.returncode != 0:
             raise RuntimeError(f"`{shlex.join(cmd)}` failed:\n{started.stdout[-3000:]}\n{started.stderr[-3000:]}")
-        yield FakeCluster(address, f"http://127.0.0.1:{dashboard_port}", temp_dir)
+        dashboard = f"http://127.0.0.1:{dashboard_port}"
+        if importlib.util.find_spec("ray.dashboard.optional_deps") is not None:  # ray[default]: a dashboard started
+            _wait_for_job_server(dashboard)
+        yield FakeCluster(address, dashboard, temp_dir)
     finally:
         try:
             if ray.is_initialized():

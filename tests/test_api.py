@@ -6,6 +6,7 @@ import inspect
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -83,6 +84,53 @@ def test_report_on_a_mistyped_store_creates_nothing(tmp_path, monkeypatch, capsy
     err = capsys.readouterr().err
     assert err.startswith("raycse: error: --tracking-uri: no store at") and err.count("\n") == 1
     assert list(tmp_path.iterdir()) == []
+
+
+def test_status_on_a_store_a_search_is_making_says_there_is_none_yet(tmp_path, monkeypatch, capsys):
+    """SQLite creates the file before it writes its first page: a second terminal polling in that moment is told the
+    store is not there yet, not that the file is something else."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mlflow.db").touch()
+    assert main(["status", "raycse-focal", "--tracking-uri", "sqlite:///mlflow.db"]) == 2
+    err = capsys.readouterr().err
+    assert err == "raycse: error: --tracking-uri: no store at 'sqlite:///mlflow.db' yet: 'mlflow.db' is empty\n"
+    assert (tmp_path / "mlflow.db").stat().st_size == 0
+
+
+def test_status_while_a_search_creates_its_store_waits_for_the_store_to_be_whole(tmp_path, monkeypatch):
+    """A second terminal's `raycse status` in the moment a search creates its MLflow store (its first tables there,
+    their migrations still running) waits for the creation to end: opened half made, MLflow would migrate it a
+    second time, and one of the two processes would fail ("table _alembic_tmp_experiments already exists")."""
+    import threading
+
+    import sqlalchemy
+    from mlflow.store.db import utils as mlflow_db
+
+    from raycse.files import sqlite_creation_lock
+
+    monkeypatch.chdir(tmp_path)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    half_made, events = threading.Event(), []
+
+    def create_slowly():  # what a search's first Tracker does under the lock, with a pause between the two halves
+        with sqlite_creation_lock(uri):
+            engine = sqlalchemy.create_engine(uri)
+            mlflow_db.InitialBase.metadata.create_all(engine)
+            half_made.set()
+            time.sleep(1.0)
+            mlflow_db._upgrade_db(engine)
+            engine.dispose()
+            events.append("created")
+
+    creator = threading.Thread(target=create_slowly)
+    creator.start()
+    assert half_made.wait(30)
+    with pytest.raises(ConfigError, match="no MLflow experiment .raycse-focal."):
+        raycse.status("raycse-focal", tracking_uri=uri)
+    events.append("status answered")
+    creator.join(30)
+    assert events == ["created", "status answered"]
+    assert not (tmp_path / ".mlflow.db.lock").stat().st_size  # the writer's lock file, unchanged
 
 
 def test_report_refuses_a_file_that_is_no_mlflow_store_and_leaves_it_alone(tmp_path, monkeypatch, capsys):

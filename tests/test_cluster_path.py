@@ -73,9 +73,11 @@ def submit(cluster: FakeCluster, workdir: Path, args: list[str], log: Path, subm
     one disk, and Ray sets up an uploaded working directory once per node, into the same folder there; here that folder
     went from under the processes already running in it (seen: a driver that could not find its space file, a trial
     whose torch could not load, which cost it its one retry). Nodes of a real cluster have disks of their own."""
-    return subprocess.Popen(["ray", "job", "submit", "--address", cluster.dashboard, "--working-dir", f"local://{workdir}",
-                             "--submission-id", submission_id, "--", "raycse", *args],
-                            stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
+    submitter = subprocess.Popen(["ray", "job", "submit", "--address", cluster.dashboard, "--working-dir",
+                                  f"local://{workdir}", "--submission-id", submission_id, "--", "raycse", *args],
+                                 stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
+    submitter.log_path = log  # what `ray job submit` said, for a failure's message
+    return submitter
 
 
 def checkpointed(state: Path, trial_id: str) -> int:
@@ -118,7 +120,8 @@ def wait_for(log: Path, ready, what: str, submitter: subprocess.Popen, timeout: 
         text = log.read_text() if log.exists() else ""
         if ready(text):
             return text
-        assert submitter.poll() is None, f"the job ended before {what}:\n{text[-4000:]}"
+        assert submitter.poll() is None, (f"the job ended before {what}:\n{text[-4000:]}\n`ray job submit` said:\n"
+                                          f"{submitter.log_path.read_text()[-3000:]}")
         assert time.monotonic() < deadline, f"no {what} after {timeout} s:\n{text[-4000:]}"
         time.sleep(0.05)
 

@@ -66,7 +66,9 @@ def _check_sqlite_kind(name: str, url: str, path: Path, table: str, must_exist: 
             header = file.read(len(SQLITE_HEADER))
     except OSError as err:
         raise ConfigError.at(name, f"cannot read {shown(url)}: {err.strerror}") from None
-    if not header and not must_exist:
+    if not header:
+        if must_exist:  # a reader that came as a search makes its store (SQLite creates the file, then writes it)
+            raise ConfigError.at(name, f"no store at {shown(url)} yet: {str(path)!r} is empty")
         return  # an empty file: SQLite makes it a database on first write
     if header != SQLITE_HEADER:
         raise ConfigError.at(name, f"{shown(url)} is not a SQLite database: {str(path)!r} holds something else")

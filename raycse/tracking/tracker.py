@@ -133,7 +133,7 @@ class Tracker:
         from mlflow.exceptions import MlflowException
         from mlflow.tracking import MlflowClient
 
-        from raycse.files import sqlite_creation_lock
+        from raycse.files import sqlite_created, sqlite_creation_lock
         from raycse.tracking import sqlite_wal
 
         self.tracking_uri = tracking_uri
@@ -141,7 +141,8 @@ class Tracker:
         if tracking_uri.startswith(("http://", "https://")):  # a wait beyond a blip is `retried`'s, said and bounded
             os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", HTTP_RETRIES)
         if not create:
-            self.client = MlflowClient(tracking_uri=tracking_uri)
+            with sqlite_created(tracking_uri):  # a search may be creating it right now
+                self.client = MlflowClient(tracking_uri=tracking_uri)
             found = self.client.get_experiment_by_name(experiment)
             if found is None:
                 names = ", ".join(sorted(e.name for e in self.client.search_experiments())) or "none"
