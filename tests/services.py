@@ -89,16 +89,18 @@ class FakeCluster:
 
 def _wait_for_job_server(dashboard: str, timeout_s: float = 120.0) -> None:
     """`ray start --head` returns before the dashboard's job server answers (seconds later on a loaded machine), and
-    `ray job submit` checks it once: asked too soon, it exits 1 and no job starts. Wait until it answers."""
+    `ray job submit` checks it once: asked too soon, it exits 1 and no job starts. Wait until it answers, whatever
+    it answers (with Ray's token authentication on, 401 to a request without the token)."""
     import urllib.error
     import urllib.request
 
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            with urllib.request.urlopen(f"{dashboard}/api/version", timeout=5) as answer:
-                if answer.status == 200:
-                    return
+            with urllib.request.urlopen(f"{dashboard}/api/version", timeout=5):
+                return
+        except urllib.error.HTTPError:
+            return
         except (urllib.error.URLError, OSError):
             pass
         if time.monotonic() > deadline:
