@@ -9,6 +9,7 @@ import dataclasses
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -183,6 +184,24 @@ def test_a_search_runs_every_stage_and_records_the_answer(tmp_path, tiny_bert_di
     reused = summary_of(client, runs_of(client, "tiny-search-again")[0], tmp_path / "again")
     assert reused["baseline"]["test"] == summary["baseline"]["test"]
     assert reused["baseline"]["objective"] == summary["baseline"]["objective"]
+    # With an empty cache, figures the package ships under the same fingerprint are read, not scored
+    # (scripts/untouched_figures.py writes them for the bundled model): here the kept record, moved there.
+    from raycse.evaluation import untouched_cache
+
+    shipped_dir = tmp_path / "shipped"
+    shutil.copytree(tmp_path / "cache" / "untouched", shipped_dir)
+    assert main(["cache", "clear"]) == 0
+    monkeypatch.setattr(untouched_cache, "SHIPPED_DIR", shipped_dir)
+    third = write_space(tmp_path, tiny_bert_dir, "tiny-search-shipped", num_samples=1,
+                        confirm="{top_k: 1, judge_seeds: 2, test_seeds: 1}")
+    assert main(search_args(tmp_path, third, "--no-confirm")) == 0
+    out = capsys.readouterr().out
+    assert "baseline: the untouched model's figures as shipped with raycse" in out
+    assert "scoring the untouched" not in out
+    read = summary_of(client, runs_of(client, "tiny-search-shipped")[0], tmp_path / "shipped-summary")
+    assert read["baseline"]["test"] == summary["baseline"]["test"]
+    assert read["baseline"]["by_pooler"] == summary["baseline"]["by_pooler"]
+    assert not list((tmp_path / "cache" / "untouched").glob("*.json"))  # shipped figures are not copied to the cache
     assert parent.data.metrics["avg"] == pytest.approx(rows["winner"]["figures"]["avg"]["mean"])
     assert summary["paper"]["figures"]["avg"] == {"mean": 77.33, "std": 0.08} and not summary["paper"]["comparable"]
     # the registered checkpoint is the winner's first judging seed's, by rule

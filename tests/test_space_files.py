@@ -96,6 +96,7 @@ def test_the_wheel_ships_the_space_files(tmp_path):
         assert Path(raycse.__file__).resolve().is_relative_to(Path(sys.prefix).resolve()), raycse.__file__
         assert Path(space.path).resolve().is_relative_to(Path(sys.prefix).resolve()), space.path
         assert (Path(raycse.__file__).parent / "settings" / "space.schema.json").is_file()
+        assert list((Path(raycse.__file__).parent / "evaluation" / "shipped_untouched").glob("*.json"))
     """)
     done = subprocess.run([str(python), "-c", check], cwd=empty, env=env, capture_output=True, text=True,
                           timeout=300)
@@ -108,6 +109,7 @@ def test_the_wheel_ships_the_space_files(tmp_path):
                                "100"], cwd=empty, env=env, capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, done.stdout + done.stderr
         assert "focal" in done.stdout
+        assert "shipped for this model and data: nothing to score" in done.stdout  # the wheel's untouched figures
         assert sorted(path.name for path in empty.iterdir()) == [], "a dry run created something"
 
 

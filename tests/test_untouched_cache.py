@@ -3,12 +3,16 @@ the figures come back as they were stored, and `raycse cache clear` forgets them
 cache folder, tests/conftest.py)."""
 from __future__ import annotations
 
+import importlib.util
 import shutil
+from pathlib import Path
 
 import pytest
 
 from raycse.cli import main
 from raycse.evaluation import untouched_cache
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
@@ -73,3 +77,52 @@ def test_stored_figures_come_back_and_clear_forgets_them(cache, capsys):
     assert capsys.readouterr().out == f"removed 2 cached figure files from {cache}\n"
     assert untouched_cache.load("k1") is None and not list((cache / "untouched").iterdir())
     assert main(["cache", "clear"]) == 0 and "removed 0 cached figure files" in capsys.readouterr().out
+
+
+
+def _figures_script():
+    spec = importlib.util.spec_from_file_location("untouched_figures", ROOT / "scripts" / "untouched_figures.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    return script
+
+
+def test_every_packaged_space_file_finds_its_untouched_figures_shipped():
+    """The package carries the bundled model's untouched figures for each packaged space file's CPU budget, under
+    the fingerprint a search computes on this install: a change to the model, the STS files, the pinned versions, a
+    space file's objective or poolers, or the scoring (FORMAT) fails here until scripts/untouched_figures.py has been
+    run again. Each record holds what a search stores: the objective by pooler and the seven test tasks."""
+    keys = _figures_script().wanted()
+    missing = [found["spaces"] for key, found in keys.items() if untouched_cache.shipped(key) is None]
+    assert not missing, f"no shipped untouched figures for {missing}: run python scripts/untouched_figures.py"
+    assert sorted(p.stem for p in untouched_cache.SHIPPED_DIR.glob("*.json")) == sorted(keys)  # none stale
+    for key in keys:
+        scores = untouched_cache.shipped(key)
+        assert set(scores["test"]) == {"STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark",
+                                       "SICKRelatedness", "avg"}
+        assert set(scores) == {"by_pooler", "test"} and scores["by_pooler"]
+        assert all("objective" in figures for figures in scores["by_pooler"].values())
+
+
+@pytest.mark.slow
+def test_the_shipped_objective_is_what_scoring_the_bundled_model_gives():
+    """The focal CPU budget's shipped objective (STS-B dev) is the bundled model's, scored now as a search's one-CPU
+    scoring task scores it (one thread)."""
+    import torch
+
+    from raycse.driver.stages.baseline import untouched_scoring
+    from raycse.encoder.model import Encoder, encode_fn
+    from raycse.evaluation.sts import build_objective
+
+    keys = _figures_script().wanted()
+    (key,) = [key for key, found in keys.items() if "focal" in found["spaces"]]
+    plan = keys[key]["plan"]
+    _, poolers, _ = untouched_scoring(plan)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        encoder = Encoder.from_pretrained(plan.base.model)
+        figure = build_objective(plan.base.objective, None)(encode_fn(encoder, poolers[0]))["objective"]
+    finally:
+        torch.set_num_threads(threads)
+    assert figure == pytest.approx(untouched_cache.shipped(key)["by_pooler"][poolers[0]]["objective"], abs=1e-6)

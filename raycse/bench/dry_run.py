@@ -22,6 +22,7 @@ from raycse.bench.judging_runs import SOURCE as LOOKS_SOURCE
 from raycse.bench.search_stages import StagePlan, lay_out
 from raycse.bench.sts_tasks_cost import test_eval_line, test_eval_price
 from raycse.driver.plan import gpu_share, max_concurrent, needs_stage0, search_plan
+from raycse.driver.stages.baseline import untouched_figures_known
 from raycse.errors import ConfigError
 from raycse.settings.gpu_share import HUB_SHAPES, shape_of
 from raycse.settings.space import TEST_EVAL, SearchSpace
@@ -94,8 +95,8 @@ class DryRun:
     def stage_hours(self, stage: StagePlan) -> tuple[float, float]:
         """(trial-hours, wall-clock hours) of a stage, expected; the untouched model's scoring runs beside."""
         if stage.cost is None:
-            untouched = next(s.beside for s in self.cost.stages if s.beside is not None)
-            return untouched.seconds(self.rates, cold=True) / 3600, 0.0
+            untouched = next((s.beside for s in self.cost.stages if s.beside is not None), None)
+            return (0.0 if untouched is None else untouched.seconds(self.rates, cold=True) / 3600), 0.0
         wall, busy = stage.cost.seconds(self.rates, self.cost.slots)
         return busy / 3600, wall / 3600
 
@@ -166,7 +167,7 @@ def plan_search(space: SearchSpace, options: dict, step_ms: float | None = None,
         why_concurrent += f", {sharing} a GPU"
     else:
         rates = cost_figures.cpu_rates(*cpu_step(plan, gpus, step_ms, shape), weights, sentences)
-    stages, costs = lay_out(plan, steps, with_stage0=needs_stage0(plan))
+    stages, costs = lay_out(plan, steps, with_stage0=needs_stage0(plan), untouched_known=untouched_figures_known(plan))
     held = (gpus or gpus_per_trial * concurrent) if gpus_per_trial else 0
     keep_last = "all" if options.get("keep_checkpoints") else "none"
     prices = {choice: test_eval_price(dataclasses.replace(plan, test_eval=choice), steps, rates, concurrent, held,

@@ -27,17 +27,20 @@ class StagePlan:
     cost: StageCost | None = None  # None: the untouched model's scoring, counted beside the search stage's trials
 
 
-def lay_out(plan: SearchSpace, steps: int, with_stage0: bool) -> tuple[list[StagePlan], list[StageCost]]:
-    """The stages of `plan` (its trials of `steps` each) as printed, and as the cost model counts them."""
+def lay_out(plan: SearchSpace, steps: int, with_stage0: bool,
+            untouched_known: bool = False) -> tuple[list[StagePlan], list[StageCost]]:
+    """The stages of `plan` (its trials of `steps` each) as printed, and as the cost model counts them.
+    `untouched_known`: the untouched model's figures are kept from a run before or shipped, so not scored."""
     from raycse.judging.confirmation_plan import seed_blocks
 
     base, on_all = plan.base, plan.test_eval == "all"
     evals = evals_of(steps, base.eval_steps)
     whole = Trial(steps, evals, on_all)
-    untouched = Trial(0, 1, plan.test_eval != "none", checkpoints=False)
-    stages = [StagePlan("baseline", 1, "-", "the untouched model's objective" + (" and test tasks" if untouched.tests
-                        else "") + ", beside the first search trials (a first run: a kept score costs nothing)",
-                        0, 1)]
+    untouched = None if untouched_known else Trial(0, 1, plan.test_eval != "none", checkpoints=False)
+    scored = " and test tasks" if plan.test_eval != "none" else ""
+    stages = [StagePlan("baseline", 1, "-", f"the untouched model's objective{scored}, " + (
+        "kept from a run before or shipped for this model and data: nothing to score" if untouched_known else
+        "beside the first search trials (a first run: a kept score costs nothing)"), 0, 0 if untouched_known else 1)]
     if with_stage0:
         stages.append(StagePlan("stage0", 1, str(base.seed), "DCLR's complementary SimCSE model", steps, evals,
                                 StageCost("stage0", [Block([Trial(steps, evals)], [Trial(steps, evals)])])))

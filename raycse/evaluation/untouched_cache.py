@@ -9,6 +9,12 @@ changes what it computes). A model that is not a local directory (a hub id) has 
 time.
 
 Where: $RAYCSE_CACHE_DIR if set, else $XDG_CACHE_HOME/raycse, else ~/.cache/raycse; `raycse cache clear` empties it.
+
+Shipped figures: the package also carries the figures of the bundled all-MiniLM-L6-v2 for the shipped space files'
+CPU budgets (SHIPPED_DIR, written by scripts/untouched_figures.py: the same scoring, one thread, on a CPU, with the
+pinned torch and transformers), under the same fingerprints. A first search on a fresh machine with that model, those
+STS files and those versions reads them instead of spending minutes of its CPU on them; any other model, data,
+pooler, version or device has another fingerprint and is scored.
 """
 from __future__ import annotations
 
@@ -23,6 +29,7 @@ from raycse.files import write_json_atomic
 CACHE_ENV = "RAYCSE_CACHE_DIR"
 FORMAT = 2  # 2: evaluation batches cut by padded tokens, which round the vectors differently
 _SUBDIR = "untouched"
+SHIPPED_DIR = Path(__file__).resolve().parent / "shipped_untouched"  # package data: {key}.json, as `store` writes
 
 
 def cache_dir() -> Path:
@@ -73,6 +80,14 @@ def load(key: str) -> dict | None:
     """The figures kept under `key`, or None (none kept, or a file that cannot be read: scored again)."""
     try:
         return json.loads(_path(key).read_text())["scores"]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def shipped(key: str) -> dict | None:
+    """The figures the package ships under `key` (scripts/untouched_figures.py), or None."""
+    try:
+        return json.loads((SHIPPED_DIR / f"{key}.json").read_text())["scores"]
     except (OSError, ValueError, KeyError):
         return None
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 from raycse.driver.outcome import Baseline
 from raycse.driver.stages.base import Stage
@@ -33,25 +34,47 @@ class BaselineStage(Stage):
             state.baseline = Baseline.from_dict(json.loads(saved))
             return
         plan = state.plan
-        published = plan.published_sampled()
-        headline = (plan.trial_config(published) if published else plan.base).poolers()[1]
-        poolers = evaluation_poolers(plan)
-        test_pooler = headline if plan.test_eval != "none" else None  # the untouched model's row of the test table
-        base = plan.base
-        key = untouched_cache.fingerprint(base.model, base.objective, base.objective_columns, poolers, test_pooler,
-                                          base.trust_remote_code, "cuda" if plan.resources.gpus_per_worker else "cpu")
+        headline, poolers, test_pooler = untouched_scoring(plan)
+        key = untouched_key(plan)
         cached = untouched_cache.load(key) if key else None
         if cached is not None:
             state.log(f"baseline: the untouched model's figures reused from {untouched_cache.cache_dir()} (the same "
                       "model, objective and STS files as a run before; `raycse cache clear` forgets them)")
             state.baseline = PendingBaseline(headline, ray.put(cached))
             return
+        shipped = untouched_cache.shipped(key) if key else None
+        if shipped is not None:
+            state.log("baseline: the untouched model's figures as shipped with raycse for this model, objective, STS "
+                      "files, torch and transformers (scored on a CPU by scripts/untouched_figures.py)")
+            state.baseline = PendingBaseline(headline, ray.put(shipped))
+            return
         state.log("baseline: scoring the untouched model (its objective" + (" and the seven STS test tasks"
                   if test_pooler else "") + f"), beside the first trials; kept in {untouched_cache.cache_dir()} for "
                   "the next run")
         task = ray.remote(score_untouched).options(num_cpus=plan.resources.cpus_per_worker,
                                                   num_gpus=plan.resources.gpus_per_worker)
-        state.baseline = PendingBaseline(headline, task.remote(base, poolers, test_pooler), cache_key=key)
+        state.baseline = PendingBaseline(headline, task.remote(plan.base, poolers, test_pooler), cache_key=key)
+
+
+def untouched_scoring(plan: SearchSpace) -> tuple[str, list[str], str | None]:
+    """What the untouched model is scored with: the headline's evaluation pooler, every evaluation pooler the
+    trials use, and the test tasks' pooler (None: the search scores no test task)."""
+    published = plan.published_sampled()
+    headline = (plan.trial_config(published) if published else plan.base).poolers()[1]
+    test_pooler = headline if plan.test_eval != "none" else None  # the untouched model's row of the test table
+    return headline, evaluation_poolers(plan), test_pooler
+
+
+def untouched_key(plan: SearchSpace) -> str | None:
+    """The fingerprint of the untouched model's figures for this plan (None: a model that is not a local folder)."""
+    from raycse.encoder.loading import resolve_model_path
+
+    base = plan.base
+    if not Path(resolve_model_path(base.model)).is_dir():  # a hub id: no fingerprint (its poolers would ask the hub)
+        return None
+    _, poolers, test_pooler = untouched_scoring(plan)
+    return untouched_cache.fingerprint(base.model, base.objective, base.objective_columns, poolers, test_pooler,
+                                       base.trust_remote_code, "cuda" if plan.resources.gpus_per_worker else "cpu")
 
 
 def evaluation_poolers(plan: SearchSpace) -> list[str]:
@@ -64,3 +87,10 @@ def evaluation_poolers(plan: SearchSpace) -> list[str]:
             if eval_pooler not in poolers:
                 poolers.append(eval_pooler)
     return poolers
+
+
+def untouched_figures_known(plan: SearchSpace) -> bool:
+    """Whether a search of `plan` reads the untouched model's figures (kept from a run before, or shipped) rather
+    than scoring them: what the dry run prices."""
+    key = untouched_key(plan)
+    return key is not None and (untouched_cache.load(key) is not None or untouched_cache.shipped(key) is not None)
