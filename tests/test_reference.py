@@ -2,7 +2,6 @@
 loader refuses; and every `raycse ...` command the README and docs/ show parses with the real command line."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import shlex
@@ -10,6 +9,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from benchmark_modules import load_script
 
 from raycse.cli import build_parser
 from raycse.errors import ConfigError
@@ -27,10 +27,7 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("reference_script", ROOT / "scripts" / "reference.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("reference")
 
 
 def test_the_generated_reference_and_schema_are_up_to_date():

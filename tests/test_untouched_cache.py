@@ -3,16 +3,13 @@ the figures come back as they were stored, and `raycse cache clear` forgets them
 cache folder, tests/conftest.py)."""
 from __future__ import annotations
 
-import importlib.util
 import shutil
-from pathlib import Path
 
 import pytest
+from benchmark_modules import load_script
 
 from raycse.cli import main
 from raycse.evaluation import untouched_cache
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
@@ -80,19 +77,12 @@ def test_stored_figures_come_back_and_clear_forgets_them(cache, capsys):
 
 
 
-def _figures_script():
-    spec = importlib.util.spec_from_file_location("untouched_figures", ROOT / "scripts" / "untouched_figures.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    return script
-
-
 def test_every_packaged_space_file_finds_its_untouched_figures_shipped():
     """The package carries the bundled model's untouched figures for each packaged space file's CPU budget, under
     the fingerprint a search computes on this install: a change to the model, the STS files, the pinned versions, a
     space file's objective or poolers, or the scoring (FORMAT) fails here until scripts/untouched_figures.py has been
     run again. Each record holds what a search stores: the objective by pooler and the seven test tasks."""
-    keys = _figures_script().wanted()
+    keys = load_script("untouched_figures").wanted()
     missing = [found["spaces"] for key, found in keys.items() if untouched_cache.shipped(key) is None]
     assert not missing, f"no shipped untouched figures for {missing}: run python scripts/untouched_figures.py"
     assert sorted(p.stem for p in untouched_cache.SHIPPED_DIR.glob("*.json")) == sorted(keys)  # none stale
@@ -114,7 +104,7 @@ def test_the_shipped_objective_is_what_scoring_the_bundled_model_gives():
     from raycse.encoder.model import Encoder, encode_fn
     from raycse.evaluation.sts import build_objective
 
-    keys = _figures_script().wanted()
+    keys = load_script("untouched_figures").wanted()
     (key,) = [key for key, found in keys.items() if "focal" in found["spaces"]]
     plan = keys[key]["plan"]
     _, poolers, _ = untouched_scoring(plan)
