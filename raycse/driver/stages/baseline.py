@@ -4,7 +4,8 @@ for it at its end).
 
 Resume: the score is kept on the parent run (a tag) once known, and read back instead of scored again. Across
 searches: the figures are kept in the user's cache folder per fingerprint of the model and the data
-(raycse.evaluation.untouched_cache), and a later search from the same ones reuses them, saying so.
+(raycse.evaluation.untouched_cache), and a later search from the same ones reuses them, saying so; for the bundled
+model the package ships them under the same fingerprints (scripts/untouched_figures.py), read when the cache has none.
 """
 from __future__ import annotations
 
