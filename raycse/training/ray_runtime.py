@@ -2,13 +2,20 @@
 TorchTrainer that a multi-worker training (`raycse train --workers W`, a search trial of W workers) runs on."""
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from raycse.errors import ConfigError
 
 # The Ray this process started (its GCS address: a new cluster has a new one) and what it ships to its workers.
 _started: tuple[str, frozenset[str]] | None = None
+
+# Ray's settings for the local Ray raycse starts (RayConfig, read from the environment by the processes `ray.init`
+# starts; a cluster joined keeps its own). By default a raylet starts one idle worker per CPU when its first driver
+# connects; raycse's trials, warm workers and pool each start a process of their own with their own options, so those
+# sat idle until Ray ended them: 0.7 CPU-seconds of a 2-core machine at every start, one process per CPU of a GPU node.
+LOCAL_RAY_SETTINGS = {"RAY_prestart_worker_first_driver": "0"}
 
 
 def start_ray(ship: Iterable[str] = ()) -> bool:
@@ -42,11 +49,25 @@ def start_ray(ship: Iterable[str] = ()) -> bool:
     env = {"env_vars": {"TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "0")}}
     if wanted:
         env["py_modules"] = sorted(wanted)
-    with ray_starting():  # Ray's processes ignore a hangup; raycse's SIGTERM handler, not Ray's, stops the command
+    # Ray's processes ignore a hangup; raycse's SIGTERM handler, not Ray's, stops the command
+    with ray_starting(), _environment(LOCAL_RAY_SETTINGS):
         ray.init(address=os.environ.get("RAY_ADDRESS"), include_dashboard=False, log_to_driver=False,
                  runtime_env=env)
     _started = (ray.get_runtime_context().gcs_address, frozenset(wanted))
     return True
+
+
+@contextlib.contextmanager
+def _environment(settings: dict[str, str]) -> Iterator[None]:
+    """`settings` in this process's environment while Ray starts its processes (which inherit them); the user's own
+    value of one wins; afterwards the environment is as it was."""
+    added = {name: value for name, value in settings.items() if name not in os.environ}
+    os.environ.update(added)
+    try:
+        yield
+    finally:
+        for name in added:
+            os.environ.pop(name, None)
 
 
 def _shipped_by_job(wanted: set[str]) -> set[str]:

@@ -1,0 +1,42 @@
+"""raycse/training/ray_runtime.py: the local Ray raycse starts. A real Ray, started twice in a subprocess each."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+# Starts Ray as raycse does, waits past the moment a raylet prestarts its idle workers (about a second after the
+# driver connects), then counts the driver's descendants by name, and the environment variable it set for Ray's start.
+COUNT = """
+import json, os, time
+import psutil
+from raycse.training.ray_runtime import start_ray
+start_ray()
+time.sleep(4)
+names = [p.name() for p in psutil.Process().children(recursive=True)]
+print(json.dumps({"idle": names.count("ray::IDLE"), "raylet": names.count("raylet"),
+                  "left": os.environ.get("RAY_prestart_worker_first_driver")}))
+"""
+
+
+def idle_workers(**environment: str) -> dict:
+    env = {**os.environ, **environment}
+    env.pop("RAY_ADDRESS", None)
+    done = subprocess.run([sys.executable, "-c", COUNT], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.timeout(300)
+def test_the_local_ray_starts_no_idle_worker_that_nothing_would_use_and_the_users_setting_wins():
+    mine = idle_workers()
+    assert mine == {"idle": 0, "raylet": 1, "left": None}  # and the driver's environment is as it was
+    # the same start with Ray's own default, as a user may ask: one idle worker per CPU of the local Ray
+    theirs = idle_workers(RAY_prestart_worker_first_driver="1")
+    assert theirs["raylet"] == 1 and theirs["idle"] >= 1, theirs
+    assert theirs["left"] == "1"
