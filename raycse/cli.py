@@ -322,9 +322,10 @@ raycse cache clear""")
 
 def _cmd_cache(args) -> int:
     from raycse.evaluation import untouched_cache
+    from raycse.files import cache_dir
 
     removed = untouched_cache.clear()
-    print(f"removed {removed} cached figure file{'s' if removed != 1 else ''} from {untouched_cache.cache_dir()}")
+    print(f"removed {removed} cached figure file{'s' if removed != 1 else ''} from {cache_dir()}")
     return EXIT_OK
 
 

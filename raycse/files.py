@@ -1,4 +1,5 @@
-"""Writing files so that a reader, or a crash, never sees half of one: build beside the target, then rename."""
+"""Writing files so that a reader, or a crash, never sees half of one: build beside the target, then rename; and the
+folder where raycse keeps what it reuses between runs (`cache_dir`)."""
 from __future__ import annotations
 
 import contextlib
@@ -8,6 +9,25 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+
+CACHE_ENV = "RAYCSE_CACHE_DIR"
+
+
+def cache_dir() -> Path:
+    """The folder of what raycse keeps between runs: the untouched model's figures (raycse.evaluation.untouched_cache),
+    the trials a GPU took (raycse.settings.gpu_share), the empty MLflow store (raycse.tracking.store_template).
+
+    Returns:
+        $RAYCSE_CACHE_DIR if set, else $XDG_CACHE_HOME/raycse, else ~/.cache/raycse.
+
+    Example:
+        >>> os.environ["RAYCSE_CACHE_DIR"] = "/tmp/raycse-cache"; cache_dir()
+        PosixPath('/tmp/raycse-cache')
+    """
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "raycse"
 
 
 def write_json_atomic(path: str | Path, payload: dict) -> None:

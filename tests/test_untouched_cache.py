@@ -10,11 +10,12 @@ from benchmark_modules import load_script
 
 from raycse.cli import main
 from raycse.evaluation import untouched_cache
+from raycse.files import CACHE_ENV, cache_dir
 
 
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv(untouched_cache.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
     return tmp_path / "cache"
 
 
@@ -26,11 +27,11 @@ def key_of(model, objective="stsb_dev", **changes):
 
 
 def test_the_cache_folder_follows_the_environment(tmp_path, monkeypatch):
-    monkeypatch.setenv(untouched_cache.CACHE_ENV, str(tmp_path / "mine"))
-    assert untouched_cache.cache_dir() == tmp_path / "mine"
-    monkeypatch.delenv(untouched_cache.CACHE_ENV)
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "mine"))
+    assert cache_dir() == tmp_path / "mine"
+    monkeypatch.delenv(CACHE_ENV)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert untouched_cache.cache_dir() == tmp_path / "xdg" / "raycse"
+    assert cache_dir() == tmp_path / "xdg" / "raycse"
 
 
 def test_the_fingerprint_changes_with_the_model_bytes_the_objective_and_the_settings(tiny_bert_dir, tmp_path):

@@ -20,24 +20,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 
 from raycse.evaluation.tasks import sts_data_dir
-from raycse.files import write_json_atomic
+from raycse.files import cache_dir, write_json_atomic
 
-CACHE_ENV = "RAYCSE_CACHE_DIR"
 FORMAT = 2  # 2: evaluation batches cut by padded tokens, which round the vectors differently
 _SUBDIR = "untouched"
 SHIPPED_DIR = Path(__file__).resolve().parent / "shipped_untouched"  # package data: {key}.json, as `store` writes
-
-
-def cache_dir() -> Path:
-    """The folder that holds raycse's cached figures."""
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "raycse"
 
 
 def _hash_tree(digest, root: Path) -> None:

@@ -109,11 +109,11 @@ def recorded_step(shape: str | None, batch_size: int, seq_len: int,
 
 
 # ------------------------------------------------------------------------------------------ the user's own records
-SHARE_DIR = "gpu-share"  # under the raycse cache folder (raycse.evaluation.untouched_cache.cache_dir)
+SHARE_DIR = "gpu-share"  # under the raycse cache folder (raycse.files.cache_dir)
 
 
 def share_folder() -> Path:
-    from raycse.evaluation.untouched_cache import cache_dir
+    from raycse.files import cache_dir
 
     return cache_dir() / SHARE_DIR
 

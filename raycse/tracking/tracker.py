@@ -134,7 +134,7 @@ class Tracker:
         from mlflow.tracking import MlflowClient
 
         from raycse.files import sqlite_created, sqlite_creation_lock
-        from raycse.tracking import sqlite_wal
+        from raycse.tracking import sqlite_wal, store_template
 
         self.tracking_uri = tracking_uri
         self.experiment = experiment
@@ -152,8 +152,13 @@ class Tracker:
             return
         mlflow.set_tracking_uri(tracking_uri)
         with sqlite_creation_lock(tracking_uri):  # the client creates the store's tables if it is new
+            database = sqlite_wal.database_path(tracking_uri)
+            copied = database is not None and store_template.copy_template(database)
+            migrated = database is not None and not copied and store_template.is_new(database)  # kept for the next
             self.client = MlflowClient(tracking_uri=tracking_uri)
             found = self.client.get_experiment_by_name(experiment)
+            if migrated:
+                store_template.keep_template(database)
             sqlite_wal.use_write_ahead_log(tracking_uri)  # the driver's commits wait for the disk once, not thrice
         if found is not None and found.lifecycle_stage == "deleted":
             self.client.restore_experiment(found.experiment_id)

@@ -18,6 +18,7 @@ from raycse.driver.stages.base import Stage
 from raycse.driver.state import PendingBaseline, SearchState
 from raycse.driver.tune.scoring import score_untouched
 from raycse.evaluation import untouched_cache
+from raycse.files import cache_dir
 from raycse.records import BASELINE_TAG
 from raycse.settings.space import SearchSpace
 
@@ -39,7 +40,7 @@ class BaselineStage(Stage):
         key = untouched_key(plan)
         cached = untouched_cache.load(key) if key else None
         if cached is not None:
-            state.log(f"baseline: the untouched model's figures reused from {untouched_cache.cache_dir()} (the same "
+            state.log(f"baseline: the untouched model's figures reused from {cache_dir()} (the same "
                       "model, objective and STS files as a run before; `raycse cache clear` forgets them)")
             state.baseline = PendingBaseline(headline, ray.put(cached))
             return
@@ -50,7 +51,7 @@ class BaselineStage(Stage):
             state.baseline = PendingBaseline(headline, ray.put(shipped))
             return
         state.log("baseline: scoring the untouched model (its objective" + (" and the seven STS test tasks"
-                  if test_pooler else "") + f"), beside the first trials; kept in {untouched_cache.cache_dir()} for "
+                  if test_pooler else "") + f"), beside the first trials; kept in {cache_dir()} for "
                   "the next run")
         task = ray.remote(score_untouched).options(num_cpus=plan.resources.cpus_per_worker,
                                                   num_gpus=plan.resources.gpus_per_worker)
