@@ -22,7 +22,8 @@ from collections import Counter
 from pathlib import Path
 
 TICK = os.sysconf("SC_CLK_TCK")
-# (kind, test on the command line or the process name), first match wins
+# (kind, markers: in the process's name or on its command line), first match wins. A name is what /proc keeps of it:
+# its first 15 characters ("ray::ImplicitFunc.train" is "ray::ImplicitFu").
 KINDS = [
     ("Ray: GCS, raylet, API server, monitors", ("gcs_server", "/raylet", "dashboard/dashboard.py", "log_monitor.py",
                                                 "autoscaler/_private/monitor.py", "monitor.py")),
@@ -30,8 +31,10 @@ KINDS = [
     ("Ray: trial processes (warm workers, Ray Train workers)", ("ray::WarmWorker", "ray::RayTrainWorker")),
     ("Ray: Tune's trial actors", ("ray::ImplicitFunc",)),
     ("Ray: the warm pool", ("ray::WarmPool",)),
+    ("Ray: Ray Train's controllers and helpers", ("ray::TrainController", "ray::PlacementGroup", "ray::Synchronization",
+                                                 "ray::DatasetManager", "ray::Preemption", "ray::Barrier")),
     ("Ray: workers that ran a task, or nothing", ("ray::IDLE",)),
-    ("Ray: other workers (Train controllers, tasks)", ("ray::",)),
+    ("Ray: other workers (tasks)", ("ray::",)),
     ("raycse CLI processes", (" -m raycse ", "bin/raycse ")),
     ("test processes (pytest and its xdist workers)", ("pytest", "import sys;exec(eval(sys.stdin.readline()))")),
 ]
@@ -39,8 +42,8 @@ KINDS = [
 
 def kind_of(name: str, command: str) -> str:
     for kind, markers in KINDS:  # a Ray worker's kind is in its name ("ray::" markers), any other's in its command
-        if any(marker in name if marker.startswith("ray::") else marker in name or marker in command
-               for marker in markers):
+        if any(name == marker[:15] or name.startswith(marker) if marker.startswith("ray::")
+               else marker in name or marker in command for marker in markers):
             return kind
     return "the rest (benchmark scripts, MLflow, PostgreSQL, Chromium, ...)"
 
@@ -109,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--output", type=Path, required=True)
     parser.add_argument("--interval", type=float, default=0.5, help="seconds between two readings (default 0.5)")
+    parser.add_argument("--processes", type=Path, help="also every process's row (name, command, CPU-s), as JSON lines")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -124,6 +128,10 @@ def main(argv: list[str] | None = None) -> int:
     result = {"command": command, "returncode": returncode, **summary(sampler, wall_s, busy_s)}
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(result, indent=1) + "\n")
+    if args.processes:
+        args.processes.write_text("".join(json.dumps({"name": e["name"], "command": e["command"],
+                                                      "cpu_s": round(e["last"] - e["first"], 2)}) + "\n"
+                                          for e in sampler.seen.values()))
     print(f"{' '.join(command)}: exit {returncode}, {result['wall_s']} s, {result['machine_cpu_s']} CPU-s on "
           f"{result['cores']} cores ({result['busy_share']:.0%} busy); sampled {result['sampled_cpu_s']} CPU-s:")
     for row in result["by_kind"]:
