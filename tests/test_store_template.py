@@ -91,3 +91,21 @@ def test_an_existing_store_is_never_replaced_and_a_template_of_another_version_i
     monkeypatch.setattr(mlflow, "__version__", "0.0.0-another")  # the kept template belongs to the real version
     assert store_template.copy_template(tmp_path / "other.db") is False
     assert not (tmp_path / "other.db").exists()
+
+
+def test_a_cache_that_cannot_be_written_or_read_costs_the_migration_and_nothing_else(tmp_path, monkeypatch):
+    migrations = count_migrations(monkeypatch)
+    blocked = tmp_path / "a-file"  # the cache folder's place holds a file: nothing can be kept under it
+    blocked.write_text("")
+    monkeypatch.setenv("RAYCSE_CACHE_DIR", str(blocked))
+    tracker = Tracker(f"sqlite:///{tmp_path / 'one.db'}", "mine")
+    tracker.end_run(tracker.start_run("recorded"))
+    assert not store_template.template_path().exists() and len(migrations) == 1
+
+    monkeypatch.setenv("RAYCSE_CACHE_DIR", str(tmp_path / "cache"))  # a template that is not a SQLite file
+    store_template.template_path().parent.mkdir(parents=True)
+    store_template.template_path().write_bytes(b"not a database" * 100)
+    tracker = Tracker(f"sqlite:///{tmp_path / 'two.db'}", "mine")
+    tracker.end_run(tracker.start_run("recorded"))
+    assert len(migrations) == 2  # MLflow made the store itself
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".new")] == []  # no copy left half made

@@ -55,20 +55,25 @@ def copy_template(database: Path) -> bool:
         database: the SQLite file of a store about to be opened for the first time.
 
     Returns:
-        True if it was copied; False if there is no template (MLflow then migrates, and `keep_template` keeps it).
+        True if it was copied; False if not (no template, or one that cannot be read): MLflow then migrates, and
+        `keep_template` keeps the result.
     """
     template = template_path()
     if not is_new(database) or not template.is_file():
         return False
     staging = database.with_name(f".{database.name}.new")
-    with sqlite3.connect(template) as source, contextlib.closing(sqlite3.connect(staging)) as copy:
-        source.backup(copy)
+    try:
+        _backup(template, staging)
+    except (OSError, sqlite3.Error):  # the cache only saves time: a template it cannot read is not used
+        staging.unlink(missing_ok=True)
+        return False
     os.replace(staging, database)
     return True
 
 
 def keep_template(database: Path) -> None:
-    """Keep `database`, a store MLflow has just made, emptied, as this version's template (unless one is kept).
+    """Keep `database`, a store MLflow has just made, emptied, as this version's template (unless one is kept); a
+    cache folder that cannot be written keeps none, and the store is as MLflow made it either way.
 
     Args:
         database: the SQLite file of a store MLflow created (its tables migrated, its default experiment made).
@@ -76,11 +81,22 @@ def keep_template(database: Path) -> None:
     template = template_path()
     if template.is_file():
         return
-    template.parent.mkdir(parents=True, exist_ok=True)
     staging = template.with_name(f".{template.name}.{os.getpid()}.new")
-    with sqlite3.connect(database) as source, contextlib.closing(sqlite3.connect(staging)) as copy:
-        source.backup(copy)
-        with copy:
-            copy.execute("DELETE FROM experiments WHERE experiment_id = ?", (DEFAULT_EXPERIMENT_ID,))
-        copy.execute("VACUUM")
-    os.replace(staging, template)
+    try:
+        template.parent.mkdir(parents=True, exist_ok=True)
+        _backup(database, staging, "DELETE FROM experiments WHERE experiment_id = ?", (DEFAULT_EXPERIMENT_ID,))
+        os.replace(staging, template)
+    except (OSError, sqlite3.Error):
+        with contextlib.suppress(OSError):
+            staging.unlink(missing_ok=True)
+
+
+def _backup(source: Path, target: Path, *statement) -> None:
+    """`source` copied to `target` page by page (SQLite's backup: consistent while another connection reads it), then
+    `statement` run on the copy and the copy compacted."""
+    with contextlib.closing(sqlite3.connect(source)) as origin, contextlib.closing(sqlite3.connect(target)) as copy:
+        origin.backup(copy)
+        if statement:
+            with copy:
+                copy.execute(*statement)
+            copy.execute("VACUUM")
