@@ -88,9 +88,12 @@ class Sampler(threading.Thread):
                 if read is None:
                     continue
                 name, cpu, started = read
-                entry = self.seen.setdefault((pid, started), {"first": cpu if first_pass else 0.0, "name": name,
-                                                              "command": command_of(pid)})
-                entry["last"], entry["name"] = cpu, name  # a Ray worker renames itself for what it runs
+                entry = self.seen.setdefault((pid, started), {"first": cpu if first_pass else 0.0, "readings": 0})
+                # read again while it is new (a child read between its fork and its exec has its parent's command)
+                # and whenever its name changes (a Ray worker renames itself for what it runs)
+                if entry["readings"] < 3 or entry["name"] != name:
+                    entry["command"] = command_of(pid) or entry.get("command", "")
+                entry["last"], entry["name"], entry["readings"] = cpu, name, entry["readings"] + 1
             first_pass = False
             self.done.wait(self.interval)
 
