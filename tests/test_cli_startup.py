@@ -12,6 +12,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 HEAVY = ("torch", "transformers", "ray", "mlflow", "optuna", "pandas", "scipy", "sklearn")
 
@@ -105,3 +107,36 @@ def test_the_command_exits_with_main_s_code_after_the_other_threads_and_every_ex
         assert done.returncode == status, done.stderr
         assert done.stdout.splitlines()[-2:] == ["thread finished", "exit hook ran"], done.stdout
         assert "not reached" not in done.stdout
+
+
+# What a search's driver does before its first trial, in the order it does it: every module it may import, the space
+# file read and checked (the model's files included), the tokenizer and the objective's pairs loaded
+DRIVER = textwrap.dedent("""
+    import importlib, json, pkgutil, sys
+    import raycse.api, raycse.cli, raycse.driver, raycse.reporting, raycse.tracking
+    for package in (raycse.driver, raycse.reporting, raycse.tracking):
+        for module in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+            importlib.import_module(module.name)
+    from raycse.encoder.loading import load_tokenizer, resolve_model_path
+    from raycse.evaluation.sts import build_objective
+    from raycse.settings.space import load_space
+
+    plan = load_space("search_spaces/focal.yaml")
+    tokenizer = load_tokenizer(resolve_model_path(plan.base.model), False)
+    objective = build_objective(plan.base.objective)
+    print(json.dumps({"tokens": len(tokenizer("a sentence")["input_ids"]), "pairs": len(objective.pairs["stsb_dev"].scores),
+                      "loaded": sorted(name for name in MODEL_CODE if name in sys.modules)}))
+""")
+
+
+@pytest.mark.slow
+def test_a_search_s_driver_imports_no_model_code():
+    """The driver tokenizes and records, and never loads a model: transformers' model code (1.7 CPU-seconds to import,
+    with torch.distributed and torch._dynamo) stays out of it; the trials' processes import it."""
+    model_code = ("transformers.modeling_utils", "raycse.encoder.model", "raycse.training.trainer", "torch._dynamo")
+    done = subprocess.run([sys.executable, "-c", f"MODEL_CODE = {model_code!r}\n{DRIVER}"], cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    probe = json.loads(done.stdout.splitlines()[-1])
+    assert probe["tokens"] == 4 and probe["pairs"] == 1500  # the tokenizer and STS-B dev really loaded
+    assert probe["loaded"] == [], f"a search's driver imported model code: {probe['loaded']}"

@@ -168,6 +168,24 @@ def test_spearman_x100():
     assert spearman_x100([0.3, 0.2, 0.1], [1, 2, 3]) == pytest.approx(-100.0)
 
 
+def test_spearman_x100_is_scipy_s_figure_to_the_last_bit_ties_and_all():
+    """numpy's ranks and correlation, not scipy's import: the same number exactly, so that no recorded figure (the
+    shipped untouched figures, a resumed trial's curve) moves; NaN where scipy's is NaN."""
+    import warnings
+
+    rng = np.random.default_rng(0)
+    for case in range(300):
+        n = int(rng.integers(2, 200))
+        predicted = rng.integers(0, 6, n).astype(float) if case % 3 == 0 else rng.normal(size=n)  # many ties
+        gold = np.round(rng.uniform(0, 5, n), int(rng.integers(0, 3)))  # STS gold: a few decimals, ties
+        assert spearman_x100(predicted, gold) == spearmanr(predicted, gold).correlation * 100, case
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # scipy warns of the constant input
+        for predicted, gold in (([1.0, 1.0, 1.0], [1.0, 2.0, 3.0]), ([1.0, 2.0, 3.0], [2.0, 2.0, 2.0]),
+                                ([1.0, float("nan"), 3.0], [1.0, 2.0, 3.0])):
+            assert np.isnan(spearmanr(predicted, gold).correlation) and np.isnan(spearman_x100(predicted, gold))
+
+
 def test_alignment_and_uniformity_follow_simcse_definitions(senteval_dir):
     encode = AngleEncoder()
     alignment, uniformity = alignment_uniformity(encode, data_dir=senteval_dir)

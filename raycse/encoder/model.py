@@ -27,11 +27,11 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
-from transformers import PreTrainedModel
 
 from raycse.encoder.keyed_dropout import row_keys
 from raycse.encoder.loading import check_model_files, load_backbone, resolve_model_path, where_from
@@ -46,6 +46,9 @@ from raycse.encoder.row_dropout import install_row_dropout
 from raycse.encoder.sentence_transformers_files import write_sentence_transformers_files
 from raycse.errors import ConfigError, first_line
 from raycse.files import replace_directory
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 # Padded tokens per evaluation batch (`Encoder.encode`'s tokens_per_batch): batches are cut by tokens, so a batch of
 # short sentences holds many and one of long sentences few, and memory is bounded whatever the lengths. On one CPU

@@ -3,7 +3,8 @@ own trial process (raycse.driver.tune.trial) or on each worker of a multi-worker
 
 `train_and_report` trains (raycse.training.trainer) and calls `report(metrics, checkpoint_dir)` at each evaluation
 and once at the end; what a report holds is made here (the objective, the loss's statistics, the timings). Importing
-this module imports torch and transformers: the trial's light side (trial.py) imports it only where it trains.
+this module imports torch, and the trainer with transformers' model code once a trial trains: the trial's light side
+(trial.py) imports it only where it trains.
 """
 from __future__ import annotations
 

@@ -185,7 +185,9 @@ class WarmWorker:
             os.environ["CUDA_VISIBLE_DEVICES"] = devices
         import torch
 
-        import raycse.driver.tune.trial_training  # noqa: F401  torch, transformers and the trainer: once, here
+        # once, here: torch, transformers and its model code, the trainer, the trial's reporting
+        import raycse.driver.tune.trial_training
+        import raycse.training.trainer  # noqa: F401
 
         if devices is not None and torch.cuda.is_available():
             torch.zeros(1, device="cuda")  # the CUDA context, made once (a second or so on an H100)
