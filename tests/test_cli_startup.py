@@ -124,7 +124,8 @@ DRIVER = textwrap.dedent("""
     plan = load_space("search_spaces/focal.yaml")
     tokenizer = load_tokenizer(resolve_model_path(plan.base.model), False)
     objective = build_objective(plan.base.objective)
-    print(json.dumps({"tokens": len(tokenizer("a sentence")["input_ids"]), "pairs": len(objective.pairs["stsb_dev"].scores),
+    print(json.dumps({"tokens": len(tokenizer("a sentence")["input_ids"]),
+                      "pairs": len(objective.pairs["stsb_dev"].scores),
                       "loaded": sorted(name for name in MODEL_CODE if name in sys.modules)}))
 """)
 

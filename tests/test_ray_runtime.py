@@ -11,16 +11,26 @@ import pytest
 pytestmark = pytest.mark.slow
 
 # Starts Ray as raycse does, waits past the moment a raylet prestarts its idle workers (about a second after the
-# driver connects), then counts the driver's descendants by name, and the environment variable it set for Ray's start.
+# driver connects), then counts the driver's descendants by name, and the environment variables it set for Ray's
+# start; then an actor says what its process was started with.
 COUNT = """
 import json, os, time
-import psutil
+import psutil, ray
 from raycse.training.ray_runtime import start_ray
 start_ray()
 time.sleep(4)
 names = [p.name() for p in psutil.Process().children(recursive=True)]
+
+@ray.remote(num_cpus=0)
+class Probe:
+    def started_with(self):
+        return {name: os.environ.get(name) for name in ("TOKENIZERS_PARALLELISM", "HF_HUB_OFFLINE")}
+
+environment = ray.get(Probe.remote().started_with.remote())
 print(json.dumps({"idle": names.count("ray::IDLE"), "raylet": names.count("raylet"),
-                  "left": os.environ.get("RAY_prestart_worker_first_driver")}))
+                  "left": os.environ.get("RAY_prestart_worker_first_driver"),
+                  "parallelism": os.environ.get("TOKENIZERS_PARALLELISM"), "worker": environment,
+                  "runtime_env": ray.get_runtime_context().runtime_env}))
 """
 
 
@@ -35,8 +45,20 @@ def idle_workers(**environment: str) -> dict:
 @pytest.mark.timeout(300)
 def test_the_local_ray_starts_no_idle_worker_that_nothing_would_use_and_the_users_setting_wins():
     mine = idle_workers()
-    assert mine == {"idle": 0, "raylet": 1, "left": None}  # and the driver's environment is as it was
+    assert {k: mine[k] for k in ("idle", "raylet", "left")} == {"idle": 0, "raylet": 1, "left": None}  # and the
+    # driver's environment is as it was
     # the same start with Ray's own default, as a user may ask: one idle worker per CPU of the local Ray
     theirs = idle_workers(RAY_prestart_worker_first_driver="1")
     assert theirs["raylet"] == 1 and theirs["idle"] >= 1, theirs
     assert theirs["left"] == "1"
+
+
+@pytest.mark.timeout(300)
+def test_a_local_ray_s_workers_inherit_raycse_s_settings_without_a_runtime_environment():
+    """No runtime environment for the local Ray: Ray would start each worker through setup_worker.py first (0.2
+    CPU-seconds a process); its workers inherit the settings from the environment Ray started in, raycse's value of
+    TOKENIZERS_PARALLELISM replacing the user's there, and the driver's own environment is left as it was."""
+    probe = idle_workers(TOKENIZERS_PARALLELISM="true", HF_HUB_OFFLINE="1")
+    assert probe["worker"] == {"TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
+    assert probe["parallelism"] == "true"  # the driver's, as the user set it
+    assert probe["runtime_env"] == {}

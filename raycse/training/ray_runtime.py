@@ -21,9 +21,12 @@ LOCAL_RAY_SETTINGS = {"RAY_prestart_worker_first_driver": "0"}
 def start_ray(ship: Iterable[str] = ()) -> bool:
     """Start (or join) Ray unless it already runs with what it must ship; True if this call started it.
 
-    The workers inherit two settings: tokenizers' own thread pool off (a DataLoader worker forked after the parent
-    used it would warn and disable it anyway), and Hugging Face's offline mode as the driver has it (default
-    online: users have networks; tests and CI set HF_HUB_OFFLINE=1).
+    The workers get two settings (`worker_settings`): tokenizers' own thread pool off (a DataLoader worker forked
+    after the parent used it would warn and disable it anyway), and Hugging Face's offline mode as the driver has it
+    (default online: users have networks; tests and CI set HF_HUB_OFFLINE=1). A local Ray's workers inherit them
+    from the environment Ray starts in; a joined cluster's through the job's runtime environment, which Ray sets up
+    in each new worker process by a Python process of its own first (setup_worker.py: 0.2 CPU-seconds a worker,
+    measured on 2 cores), so a local Ray gets no runtime environment unless it ships users' losses.
 
     ``ship``: the files and folders of users' own losses (raycse.losses.own.LossSource.ship), which the job's runtime
     environment carries to every node (`py_modules`), so that a trial imports them on a node where they are not
@@ -46,28 +49,37 @@ def start_ray(ship: Iterable[str] = ()) -> bool:
                               f"ray.init(runtime_env={{'py_modules': {sorted(wanted)!r}}})")
         wanted |= _started[1]
         ray.shutdown()  # raycse started it without these losses: again, with them
-    env = {"env_vars": {"TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "0")}}
+    address = os.environ.get("RAY_ADDRESS")
+    env: dict = {"env_vars": worker_settings()} if address else {}
     if wanted:
         env["py_modules"] = sorted(wanted)
     # Ray's processes ignore a hangup; raycse's SIGTERM handler, not Ray's, stops the command
-    with ray_starting(), _environment(LOCAL_RAY_SETTINGS):
-        ray.init(address=os.environ.get("RAY_ADDRESS"), include_dashboard=False, log_to_driver=False,
-                 runtime_env=env)
+    with ray_starting(), _environment(LOCAL_RAY_SETTINGS, forced={} if address else worker_settings()):
+        ray.init(address=address, include_dashboard=False, log_to_driver=False, runtime_env=env or None)
     _started = (ray.get_runtime_context().gcs_address, frozenset(wanted))
     return True
 
 
+def worker_settings() -> dict[str, str]:
+    """The environment raycse's code needs in every Ray worker of a search or a training (`start_ray`)."""
+    return {"TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "0")}
+
+
 @contextlib.contextmanager
-def _environment(settings: dict[str, str]) -> Iterator[None]:
-    """`settings` in this process's environment while Ray starts its processes (which inherit them); the user's own
-    value of one wins; afterwards the environment is as it was."""
-    added = {name: value for name, value in settings.items() if name not in os.environ}
-    os.environ.update(added)
+def _environment(settings: dict[str, str], forced: dict[str, str]) -> Iterator[None]:
+    """`settings` and `forced` in this process's environment while Ray starts its processes (which inherit them):
+    the user's own value of one of `settings` wins, `forced` replace theirs; afterwards the environment is as it was."""
+    before = {name: os.environ.get(name) for name in (*settings, *forced)}
+    os.environ.update({name: value for name, value in settings.items() if name not in os.environ})
+    os.environ.update(forced)
     try:
         yield
     finally:
-        for name in added:
-            os.environ.pop(name, None)
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def _shipped_by_job(wanted: set[str]) -> set[str]:
