@@ -43,22 +43,17 @@ def idle_workers(**environment: str) -> dict:
 
 
 @pytest.mark.timeout(300)
-def test_the_local_ray_starts_no_idle_worker_that_nothing_would_use_and_the_users_setting_wins():
-    mine = idle_workers()
-    assert {k: mine[k] for k in ("idle", "raylet", "left")} == {"idle": 0, "raylet": 1, "left": None}  # and the
-    # driver's environment is as it was
+def test_the_local_ray_starts_no_idle_worker_and_gives_its_workers_raycse_s_settings_without_a_runtime_env():
+    """No idle worker: nothing of a search would run in one. No runtime environment: Ray would start each worker
+    through setup_worker.py first (0.2 CPU-seconds a process); the workers inherit raycse's settings from the
+    environment Ray started in instead, raycse's value of TOKENIZERS_PARALLELISM replacing the user's there, and the
+    driver's own environment is left as it was."""
+    mine = idle_workers(TOKENIZERS_PARALLELISM="true", HF_HUB_OFFLINE="1")
+    assert {k: mine[k] for k in ("idle", "raylet", "left")} == {"idle": 0, "raylet": 1, "left": None}
+    assert mine["worker"] == {"TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
+    assert mine["parallelism"] == "true"  # the driver's, as the user set it
+    assert mine["runtime_env"] == {}
     # the same start with Ray's own default, as a user may ask: one idle worker per CPU of the local Ray
     theirs = idle_workers(RAY_prestart_worker_first_driver="1")
     assert theirs["raylet"] == 1 and theirs["idle"] >= 1, theirs
     assert theirs["left"] == "1"
-
-
-@pytest.mark.timeout(300)
-def test_a_local_ray_s_workers_inherit_raycse_s_settings_without_a_runtime_environment():
-    """No runtime environment for the local Ray: Ray would start each worker through setup_worker.py first (0.2
-    CPU-seconds a process); its workers inherit the settings from the environment Ray started in, raycse's value of
-    TOKENIZERS_PARALLELISM replacing the user's there, and the driver's own environment is left as it was."""
-    probe = idle_workers(TOKENIZERS_PARALLELISM="true", HF_HUB_OFFLINE="1")
-    assert probe["worker"] == {"TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
-    assert probe["parallelism"] == "true"  # the driver's, as the user set it
-    assert probe["runtime_env"] == {}
