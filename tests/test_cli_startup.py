@@ -132,8 +132,8 @@ DRIVER = textwrap.dedent("""
 
 @pytest.mark.slow
 def test_a_search_s_driver_imports_no_model_code():
-    """The driver tokenizes and records, and never loads a model: transformers' model code (1.7 CPU-seconds to import,
-    with torch.distributed and torch._dynamo) stays out of it; the trials' processes import it."""
+    """The driver tokenizes and records, and never loads a model: transformers' model code (about 2 CPU-seconds to
+    import, with torch.distributed and torch._dynamo) stays out of it; the trials' processes import it."""
     model_code = ("transformers.modeling_utils", "raycse.encoder.model", "raycse.training.trainer", "torch._dynamo")
     done = subprocess.run([sys.executable, "-c", f"MODEL_CODE = {model_code!r}\n{DRIVER}"], cwd=ROOT,
                           env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120)

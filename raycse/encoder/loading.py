@@ -23,7 +23,7 @@ from transformers import AutoModel, AutoTokenizer
 
 from raycse.errors import ConfigError, first_line
 
-if TYPE_CHECKING:  # transformers' model code (1.7 CPU-seconds to import): loaded by the first model, not by the driver
+if TYPE_CHECKING:  # transformers' model code (about 2 CPU-s to import): loaded by the first model, not the driver
     from transformers import PreTrainedModel
 
 PACKAGED_MODEL_ALIAS = "minilm"

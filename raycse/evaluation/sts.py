@@ -354,7 +354,7 @@ def run_eval(
 ) -> dict[str, float]:
     """Load `model` ('minilm', a directory or a hub id) and report `evaluate_encoder`'s figures for `pooler`."""
     # here, not at the top: a search's driver reads objectives from this module and never loads a model, and the
-    # model code costs a process 1.7 CPU-seconds to import
+    # model code costs a process about 2 CPU-seconds to import
     from raycse.encoder.model import Encoder
 
     _results_of(tasks)  # a typo fails before the (slow) model load
