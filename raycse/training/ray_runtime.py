@@ -21,7 +21,7 @@ LOCAL_RAY_SETTINGS = {"RAY_prestart_worker_first_driver": "0"}
 def start_ray(ship: Iterable[str] = ()) -> bool:
     """Start (or join) Ray unless it already runs with what it must ship; True if this call started it.
 
-    The workers get two settings (`worker_settings`): tokenizers' own thread pool off (a DataLoader worker forked
+    The workers get two settings (`_worker_settings`): tokenizers' own thread pool off (a DataLoader worker forked
     after the parent used it would warn and disable it anyway), and Hugging Face's offline mode as the driver has it
     (default online: users have networks; tests and CI set HF_HUB_OFFLINE=1). A local Ray's workers inherit them
     from the environment Ray starts in; a joined cluster's through the job's runtime environment, which Ray sets up
@@ -50,17 +50,17 @@ def start_ray(ship: Iterable[str] = ()) -> bool:
         wanted |= _started[1]
         ray.shutdown()  # raycse started it without these losses: again, with them
     address = os.environ.get("RAY_ADDRESS")
-    env: dict = {"env_vars": worker_settings()} if address else {}
+    env: dict = {"env_vars": _worker_settings()} if address else {}
     if wanted:
         env["py_modules"] = sorted(wanted)
     # Ray's processes ignore a hangup; raycse's SIGTERM handler, not Ray's, stops the command
-    with ray_starting(), _environment(LOCAL_RAY_SETTINGS, forced={} if address else worker_settings()):
+    with ray_starting(), _environment(LOCAL_RAY_SETTINGS, forced={} if address else _worker_settings()):
         ray.init(address=address, include_dashboard=False, log_to_driver=False, runtime_env=env or None)
     _started = (ray.get_runtime_context().gcs_address, frozenset(wanted))
     return True
 
 
-def worker_settings() -> dict[str, str]:
+def _worker_settings() -> dict[str, str]:
     """The environment raycse's code needs in every Ray worker of a search or a training (`start_ray`)."""
     return {"TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "0")}
 
