@@ -17,13 +17,20 @@ _started: tuple[str, frozenset[str]] | None = None
 # sat idle until Ray ended them: 0.7 CPU-seconds of a 2-core machine at every start, one process per CPU of a GPU node.
 LOCAL_RAY_SETTINGS = {"RAY_prestart_worker_first_driver": "0"}
 
+# How long Tune waits for a stopped trial's function to return before it reuses the trial's actor for the next trial
+# (Tune's TUNE_FUNCTION_THREAD_TIMEOUT_S; its default, 2 s, is shorter than a stopped trial may take to unwind: a
+# trial on a warm worker returns once its worker has stopped, raycse.driver.tune.warm_workers). Past that wait Tune
+# fails the next trial ("Could not re-use actor"), which then counted against its configuration: seen on 2 busy cores.
+TRIAL_UNWIND_WAIT_S = 60
+
 
 def start_ray(ship: Iterable[str] = ()) -> bool:
     """Start (or join) Ray unless it already runs with what it must ship; True if this call started it.
 
-    The workers get two settings (`_worker_settings`): tokenizers' own thread pool off (a DataLoader worker forked
-    after the parent used it would warn and disable it anyway), and Hugging Face's offline mode as the driver has it
-    (default online: users have networks; tests and CI set HF_HUB_OFFLINE=1). A local Ray's workers inherit them
+    The workers get three settings (`_worker_settings`): tokenizers' own thread pool off (a DataLoader worker forked
+    after the parent used it would warn and disable it anyway), Hugging Face's offline mode as the driver has it
+    (default online: users have networks; tests and CI set HF_HUB_OFFLINE=1), and Tune's wait for a stopped trial
+    (`TRIAL_UNWIND_WAIT_S`, unless the user set TUNE_FUNCTION_THREAD_TIMEOUT_S). A local Ray's workers inherit them
     from the environment Ray starts in; a joined cluster's through the job's runtime environment, which Ray sets up
     in each new worker process by a Python process of its own first (setup_worker.py: 0.2 CPU-seconds a worker,
     measured on 2 cores), so a local Ray gets no runtime environment unless it ships users' losses.
@@ -62,7 +69,9 @@ def start_ray(ship: Iterable[str] = ()) -> bool:
 
 def _worker_settings() -> dict[str, str]:
     """The environment raycse's code needs in every Ray worker of a search or a training (`start_ray`)."""
-    return {"TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "0")}
+    unwind = "TUNE_FUNCTION_THREAD_TIMEOUT_S"
+    return {"TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "0"),
+            unwind: os.environ.get(unwind, str(TRIAL_UNWIND_WAIT_S))}
 
 
 @contextlib.contextmanager

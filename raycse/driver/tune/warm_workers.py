@@ -31,10 +31,12 @@ from typing import Any
 
 from raycse.records import TRIAL_PROCESS
 from raycse.settings.config import TrainConfig
+from raycse.training.ray_runtime import TRIAL_UNWIND_WAIT_S
 
 REPORT, END, FAILED = "report", "end", "failed"
 OWNER_CHECK_S = 5.0  # how often a worker waiting for Tune to take its report checks that the trial's proxy lives
-CANCEL_WAIT_S = 30.0  # how long a stopped trial waits for its worker to unwind before Tune reuses its actor
+# how long a stopped trial waits for its worker to unwind: well within Tune's own wait before it reuses the actor
+CANCEL_WAIT_S = TRIAL_UNWIND_WAIT_S / 2
 WORKER_THREADS = 4  # a worker's concurrent calls: `next` waits while `cancel` arrives
 
 
