@@ -43,7 +43,7 @@ if os.environ.get("REUSE"):
         finally:
             time.sleep(3 if config["slow"] else 0)
 
-    one_at_a_time = tune.with_resources(unwinds, {"cpu": 2})
+    one_at_a_time = tune.with_resources(unwinds, {"cpu": ray.cluster_resources()["CPU"]})
     results = tune.Tuner(one_at_a_time, param_space={"slow": tune.grid_search([True, False])},
                          tune_config=tune.TuneConfig(reuse_actors=True),
                          run_config=tune.RunConfig(stop={"step": 1}, storage_path=tempfile.mkdtemp(), verbose=0)).fit()
