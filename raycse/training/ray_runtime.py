@@ -56,12 +56,12 @@ def start_ray(ship: Iterable[str] = ()) -> bool:
                               f"ray.init(runtime_env={{'py_modules': {sorted(wanted)!r}}})")
         wanted |= _started[1]
         ray.shutdown()  # raycse started it without these losses: again, with them
-    address = os.environ.get("RAY_ADDRESS")
-    env: dict = {"env_vars": _worker_settings()} if address else {}
+    address, settings = os.environ.get("RAY_ADDRESS"), _worker_settings()
+    env: dict = {"env_vars": settings} if address else {}
     if wanted:
         env["py_modules"] = sorted(wanted)
     # Ray's processes ignore a hangup; raycse's SIGTERM handler, not Ray's, stops the command
-    with ray_starting(), _environment(LOCAL_RAY_SETTINGS, forced={} if address else _worker_settings()):
+    with ray_starting(), _environment(LOCAL_RAY_SETTINGS, forced={} if address else settings):
         ray.init(address=address, include_dashboard=False, log_to_driver=False, runtime_env=env or None)
     _started = (ray.get_runtime_context().gcs_address, frozenset(wanted))
     return True
