@@ -37,12 +37,15 @@ def ray_session():
 
 @pytest.mark.timeout(900)
 def test_a_three_stage_search_trains_every_trial_in_at_most_max_concurrent_processes(tmp_path, tiny_bert_dir,
-                                                                                     ray_session):
+                                                                                     ray_session, monkeypatch,
+                                                                                     few_sts_data):
+    """The untouched model's scoring too runs on one of those processes; and the test stage's on warm workers."""
     from test_search import small_dev_file
 
     from raycse.driver.run import run_stages
-    from raycse.driver.state import SearchOptions
+    from raycse.driver.state import SearchOptions, SearchState
 
+    monkeypatch.setenv("RAYCSE_CACHE_DIR", str(tmp_path / "cache"))  # empty: this search scores the untouched model
     path = tmp_path / "warm.yaml"
     path.write_text(SPACE.format(model=tiny_bert_dir, dev=small_dev_file(tmp_path)))
     options = SearchOptions(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}", storage_path=str(tmp_path / "ray"),
@@ -56,5 +59,20 @@ def test_a_three_stage_search_trains_every_trial_in_at_most_max_concurrent_proce
     # the process ids the trials reported themselves: at most one per slot for the whole search, and the later
     # stages trained in processes of the stages before them
     assert len(processes) <= 2, processes
+    assert state.outcome.baseline.process_id in processes, (state.outcome.baseline, processes)
     by_stage = [{t.process_id for t in stage} for stage in (state.searched, state.choose_runs, state.judge_runs)]
     assert by_stage[2] & (by_stage[0] | by_stage[1]), by_stage
+
+    # the test stage, in the same Ray: a judging checkpoint without test figures (a run replayed on --resume) scored
+    # on the test tasks by a warm worker of a search that goes on
+    from raycse.driver.stages.test_tasks import TestTasksStage
+
+    untested = [dataclasses.replace(state.judge_runs[0], test={})]
+    going_on = SearchState(space=state.space, options=options, plan=state.plan, budget=state.budget,
+                           judge_runs=untested)
+    assert going_on.uses_warm_workers()
+    try:
+        TestTasksStage().run(going_on)
+    finally:
+        going_on.close()
+    assert all(run.checkpoint and {"STS12", "avg"} <= set(run.test) for run in untested), untested

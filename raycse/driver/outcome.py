@@ -55,12 +55,14 @@ class TrialRecord:
 @dataclass
 class Baseline:
     """The untouched model: its objective with each evaluation pooler the trials use (`eval_pooler` the headline)
-    and, unless the test tasks are off, its seven test tasks with that pooler (one evaluation: no seed)."""
+    and, unless the test tasks are off, its seven test tasks with that pooler (one evaluation: no seed); and the
+    process that scored it (None: figures read from a cache)."""
 
     objective: float
     eval_pooler: str
     by_pooler: dict[str, dict[str, float]]
     test: dict[str, float] = field(default_factory=dict)
+    process_id: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -68,7 +70,7 @@ class Baseline:
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> Baseline:
         return cls(objective=values["objective"], eval_pooler=values["eval_pooler"], by_pooler=values["by_pooler"],
-                   test=values.get("test") or {})
+                   test=values.get("test") or {}, process_id=values.get("process_id"))
 
 
 @dataclass

@@ -103,13 +103,14 @@ class PendingBaseline:
     def result(self) -> Baseline:
         import ray
 
-        scores = ray.get(self.reference)
+        scores = dict(ray.get(self.reference))
+        process_id = scores.pop("process_id", None)  # none for figures read from a cache
         if self.cache_key is not None:
             from raycse.evaluation import untouched_cache
 
             untouched_cache.store(self.cache_key, scores)
         return Baseline(objective=scores["by_pooler"][self.eval_pooler]["objective"], eval_pooler=self.eval_pooler,
-                        by_pooler=scores["by_pooler"], test=scores["test"])
+                        by_pooler=scores["by_pooler"], test=scores["test"], process_id=process_id)
 
 
 @dataclass
@@ -142,6 +143,7 @@ class SearchState:
     outcome: SearchOutcome | None = None
     clock: PhaseClock | None = None  # set by the conductor
     _warm_pool: Any = None  # the search's warm workers, started with its first trial (`warm_pool`)
+    prestarted_workers: Any = None  # the Ray object reference of the pool's `prestart` call, or None
     _shared_token_ref: Any = None
 
     def warm_pool(self):
@@ -154,13 +156,20 @@ class SearchState:
         return self._warm_pool
 
     def start_warm_workers(self, slots: int) -> None:
-        """Start the pool and the workers the first `slots` trials will train in, while the set-up goes on."""
+        """Start the pool and the workers the first `slots` trials will train in, while the set-up goes on (where the
+        search uses warm workers)."""
         from raycse.driver.tune.warm_workers import first_workers
 
-        if self.plan.resources.workers == 1:
+        if self.uses_warm_workers():
             keys = first_workers(self.plan.resources.gpus_per_worker, slots)
             if keys:
-                self.warm_pool().prestart.remote(keys)
+                self.prestarted_workers = self.warm_pool().prestart.remote(keys)
+
+    def uses_warm_workers(self) -> bool:
+        """Whether the search's trials, and its scoring outside them, run on warm workers: unless turned off, or the
+        trials are a stand-in, or each trains on several Ray Train workers."""
+        return (self.options.warm_workers and self.options.trial_stand_in is None
+                and self.plan.resources.workers == 1)
 
     def shared_token_ref(self) -> list | None:
         """[the Ray object reference of `shared_tokens`], put in the object store once for every stage; or None."""

@@ -1,6 +1,6 @@
 """Baseline: the untouched model scored with every evaluation pooler the trials use, and on the seven test tasks, as
 a Ray task with a trial's resources, so that it runs beside the search stage's first trials (the search stage waits
-for it at its end).
+for it at its end); on one of the search's warm workers, where its trials train on them.
 
 Resume: the score is kept on the parent run (a tag) once known, and read back instead of scored again. Across
 searches: the figures are kept in the user's cache folder per fingerprint of the model and the data
@@ -16,7 +16,7 @@ from pathlib import Path
 from raycse.driver.outcome import Baseline
 from raycse.driver.stages.base import Stage
 from raycse.driver.state import PendingBaseline, SearchState
-from raycse.driver.tune.scoring import score_untouched
+from raycse.driver.tune.scoring import score_untouched, scoring_task
 from raycse.evaluation import untouched_cache
 from raycse.files import cache_dir
 from raycse.records import BASELINE_TAG
@@ -53,9 +53,8 @@ class BaselineStage(Stage):
         state.log("baseline: scoring the untouched model (its objective" + (" and the seven STS test tasks"
                   if test_pooler else "") + f"), beside the first trials; kept in {cache_dir()} for "
                   "the next run")
-        task = ray.remote(score_untouched).options(num_cpus=plan.resources.cpus_per_worker,
-                                                  num_gpus=plan.resources.gpus_per_worker)
-        state.baseline = PendingBaseline(headline, task.remote(plan.base, poolers, test_pooler), cache_key=key)
+        scoring = scoring_task(state, score_untouched)
+        state.baseline = PendingBaseline(headline, scoring(plan.base, poolers, test_pooler), cache_key=key)
 
 
 def untouched_scoring(plan: SearchSpace) -> tuple[str, list[str], str | None]:

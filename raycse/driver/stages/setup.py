@@ -46,8 +46,7 @@ class SetupStage(Stage):
         budgeted = space.with_budget(state.budget)
         if budgeted.resources.auto_gpus and (share := planning.gpu_share(budgeted, state.cluster)) is not None:
             state.log(f"gpus_per_worker: auto gives {share.why}.")
-        if options.warm_workers and options.trial_stand_in is None:  # their imports overlap the rest of the set-up
-            state.start_warm_workers(planning.max_concurrent(plan, state.cluster))
+        state.start_warm_workers(planning.max_concurrent(plan, state.cluster))  # they import while the set-up goes on
         set_snapshot_period(state.storage, plan.num_samples)
         if state.budget == "cpu":
             confirm, judged = plan.confirm, ")."

@@ -1,12 +1,13 @@
 """Test: the judging runs' best checkpoints that should have test figures (those of the first `test_seeds` judging
-seeds) but lack them (a run replayed on --resume, say), scored on the seven STS test tasks as Ray tasks side by
-side. Judging runs score themselves at their end, so this stage usually has nothing to do."""
+seeds) but lack them (a run replayed on --resume, say), scored on the seven STS test tasks as Ray tasks side by side
+(on the search's warm workers, where its trials train on them). Judging runs score themselves at their end, so this
+stage usually has nothing to do."""
 from __future__ import annotations
 
 from raycse.driver import confirmation
 from raycse.driver.stages.base import Stage
 from raycse.driver.state import SearchState
-from raycse.driver.tune.scoring import score_checkpoint
+from raycse.driver.tune.scoring import score_checkpoint, scoring_task
 from raycse.records import FINISHED
 
 
@@ -28,11 +29,10 @@ class TestTasksStage(Stage):
         if not missing:
             return
         state.log(f"Scoring {len(missing)} judging checkpoint(s) on the seven STS test tasks ...")
-        task = ray.remote(score_checkpoint).options(num_cpus=plan.resources.cpus_per_worker,
-                                                   num_gpus=plan.resources.gpus_per_worker)
+        scoring = scoring_task(state, score_checkpoint)
         pending = []
         for run in missing:
             eval_pooler = plan.trial_config(plan.sampled_of(run.family, run.params)).poolers()[1]
-            pending.append(task.remote(run.checkpoint, eval_pooler))
+            pending.append(scoring(run.checkpoint, eval_pooler))
         for run, figures in zip(missing, ray.get(pending)):
             run.test = figures

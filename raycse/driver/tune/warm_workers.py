@@ -15,6 +15,10 @@ report and stops. A worker that fails (a killed process) fails its trial, which 
 then starts a new one. Resources are the proxy's: Tune reserves the trial's CPUs and GPU share for it, and the
 worker (no resources of its own, on the proxy's node) trains on the GPU Ray gave the proxy, with as many threads.
 
+The untouched model's scoring and the judging checkpoints' test tasks run on the same workers (`call_on_warm_worker`):
+a Ray task with a trial's resources asks the pool for an idle worker, as a trial's proxy does, so that a search
+starts no process of its own for them (each one another 6 CPU-seconds of imports, and a CUDA context on a GPU).
+
 The pool and its workers end with the search (`stop_pool`) or with the driver that owns them.
 """
 from __future__ import annotations
@@ -38,6 +42,7 @@ OWNER_CHECK_S = 5.0  # how often a worker waiting for Tune to take its report ch
 # how long a stopped trial waits for its worker to unwind: well within Tune's own wait before it reuses the actor
 CANCEL_WAIT_S = TRIAL_UNWIND_WAIT_S / 2
 WORKER_THREADS = 4  # a worker's concurrent calls: `next` waits while `cancel` arrives
+HOLDING_POLL_S = 0.05  # how often a scoring task looks whether its warm worker is done (`_holding`)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,6 +156,45 @@ def train_on_warm_worker(pool, job: TrialJob, report: Callable[[dict, str | None
                 pass
 
 
+def call_on_warm_worker(pool, prestarted, function: Callable, *args) -> Any:
+    """`function(*args)`, run on an idle warm worker of `pool` on this node and GPU; what it returns.
+
+    Called as a Ray task with a trial's resources (raycse.driver.tune.scoring), which it holds while the worker
+    computes: the worker has torch and the model code imported already, and goes back to the pool for the trials
+    after it.
+
+    Args:
+        pool: the search's `WarmPool` actor.
+        prestarted: the pool's `prestart` call, or None: a Ray object reference passed as an argument, which Ray
+            resolves before this task runs, so that the workers started ahead are in the pool when it asks for one.
+        function: a module-level function (pickled by reference) and its `args`.
+
+    Example:
+        >>> ray.remote(call_on_warm_worker).options(num_cpus=1).remote(pool, None, score_untouched, base, ["cls"], None)
+        ... # doctest: +SKIP
+    """
+    import ray
+
+    context = ray.get_runtime_context()
+    node, devices = context.get_node_id(), ",".join(context.get_accelerator_ids().get("GPU", [])) or None
+    worker = _ready_worker(pool, node, devices, get=_holding)
+    try:
+        return _holding(worker.call.remote(function, args, _threads(context)))
+    except ray.exceptions.RayActorError:
+        pool.forget.remote(worker)
+        raise
+
+
+def _holding(reference) -> Any:
+    """`ray.get(reference)` for a Ray task that keeps its CPUs meanwhile: a task blocked in `ray.get` lends them back
+    to Ray, which would start another trial beside the computation it waits for (an actor keeps them)."""
+    import ray
+
+    while not ray.wait([reference], timeout=0)[0]:
+        time.sleep(HOLDING_POLL_S)
+    return ray.get(reference)
+
+
 def _threads(context) -> int:
     """The threads a trial trains with: what torch would take in this process, which Ray started with the trial's
     CPUs (OMP_NUM_THREADS: the user's, else as many as the CPUs, at least one). The worker, which has no CPUs of its
@@ -162,15 +206,16 @@ def _threads(context) -> int:
     return max(1, math.floor(context.get_assigned_resources().get("CPU", 1.0)))
 
 
-def _ready_worker(pool, node: str, devices: str | None):
+def _ready_worker(pool, node: str, devices: str | None, get: Callable | None = None):
     """An idle worker of `pool` for this node and GPU, started (its imports done); one lost while idle is
-    forgotten and another taken."""
+    forgotten and another taken. `get`: how to wait for a Ray object (`ray.get`)."""
     import ray
 
+    get = get or ray.get
     for attempt in range(2):
-        worker = ray.get(pool.acquire.remote(node, devices))
+        worker = get(pool.acquire.remote(node, devices))
         try:
-            ray.get(worker.__ray_ready__.remote())
+            get(worker.__ray_ready__.remote())
             return worker
         except ray.exceptions.RayActorError:
             pool.forget.remote(worker)
@@ -207,6 +252,18 @@ class WarmWorker:
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._train, args=(job, worker_start_s), daemon=True)
         self._thread.start()
+
+    def call(self, function: Callable, args: tuple, threads: int) -> Any:
+        """`function(*args)` in this process, with `threads` threads; then back to the pool, idle."""
+        import ray
+        import torch
+
+        torch.set_num_threads(threads)
+        try:
+            return function(*args)
+        finally:
+            _release_memory()
+            ray.get(self._pool.release.remote(self._key, ray.get_runtime_context().current_actor))
 
     def next(self) -> tuple[str, Any, str | None]:
         """The next message of the training: (REPORT, metrics, checkpoint_dir), (END, None, None) or (FAILED,
@@ -290,7 +347,8 @@ class WarmPool:
         return self._new(key)
 
     def prestart(self, keys: list[tuple]) -> None:
-        """Start idle workers for these (node, GPU ids) now (their imports overlap the search's set-up)."""
+        """Start idle workers for these (node, GPU ids) now (their imports overlap the search's set-up); returns
+        once they are in the pool (not once they have started)."""
         for key in keys:
             self._idle.setdefault(key, []).append(self._new(key))
 
