@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Callable
 from typing import Any
 
+from raycse.driver.tune.warm_workers import ready_worker, trial_threads
 from raycse.records import FINAL_KEYS, TEST_KEYS
 from raycse.settings.config import TrainConfig
+
+HOLDING_POLL_S = 0.05  # how often a scoring task looks whether its warm worker is done (`_holding`)
 
 
 def scoring_task(state, function: Callable) -> Callable[..., Any]:
@@ -30,11 +34,47 @@ def scoring_task(state, function: Callable) -> Callable[..., Any]:
     options = {"num_cpus": resources.cpus_per_worker, "num_gpus": resources.gpus_per_worker}
     if not state.uses_warm_workers():
         return ray.remote(function).options(**options).remote
-    from raycse.driver.tune.warm_workers import call_on_warm_worker
-
     task = ray.remote(call_on_warm_worker).options(**options)
     pool, prestarted = state.warm_pool(), state.prestarted_workers
     return lambda *args: task.remote(pool, prestarted, function, *args)
+
+
+def call_on_warm_worker(pool, prestarted, function: Callable, *args) -> Any:
+    """`function(*args)`, run on an idle warm worker of `pool` on this node and GPU; what it returns.
+
+    Called as a Ray task with a trial's resources (`scoring_task`), which it holds while the worker computes: the
+    worker has torch and the model code imported already, and goes back to the pool for the trials after it.
+
+    Args:
+        pool: the search's `WarmPool` actor.
+        prestarted: the pool's `prestart` call, or None: a Ray object reference passed as an argument, which Ray
+            resolves before this task runs, so that the workers started ahead are in the pool when it asks for one.
+        function: a module-level function (pickled by reference) and its `args`.
+
+    Example:
+        >>> ray.remote(call_on_warm_worker).options(num_cpus=1).remote(pool, None, score_untouched, base, ["cls"], None)
+        ... # doctest: +SKIP
+    """
+    import ray
+
+    context = ray.get_runtime_context()
+    node, devices = context.get_node_id(), ",".join(context.get_accelerator_ids().get("GPU", [])) or None
+    worker = ready_worker(pool, node, devices, get=_holding)
+    try:
+        return _holding(worker.call.remote(function, args, trial_threads(context)))
+    except ray.exceptions.RayActorError:
+        pool.forget.remote(worker)
+        raise
+
+
+def _holding(reference) -> Any:
+    """`ray.get(reference)` for a Ray task that keeps its CPUs meanwhile: a task blocked in `ray.get` lends them back
+    to Ray, which would start another trial beside the computation it waits for (an actor keeps them)."""
+    import ray
+
+    while not ray.wait([reference], timeout=0)[0]:
+        time.sleep(HOLDING_POLL_S)
+    return ray.get(reference)
 
 
 def score_untouched(base: TrainConfig, poolers: list[str], test_pooler: str | None) -> dict:

@@ -15,9 +15,8 @@ report and stops. A worker that fails (a killed process) fails its trial, which 
 then starts a new one. Resources are the proxy's: Tune reserves the trial's CPUs and GPU share for it, and the
 worker (no resources of its own, on the proxy's node) trains on the GPU Ray gave the proxy, with as many threads.
 
-The untouched model's scoring and the judging checkpoints' test tasks run on the same workers (`call_on_warm_worker`):
-a Ray task with a trial's resources asks the pool for an idle worker, as a trial's proxy does, so that a search
-starts no process of its own for them (each one another 6 CPU-seconds of imports, and a CUDA context on a GPU).
+The untouched model's scoring and the test stage's run on the same workers (`call`, from raycse.driver.tune.scoring:
+a task with a trial's resources takes an idle worker as a trial's proxy does), not in processes of their own.
 
 The pool and its workers end with the search (`stop_pool`) or with the driver that owns them.
 """
@@ -42,7 +41,6 @@ OWNER_CHECK_S = 5.0  # how often a worker waiting for Tune to take its report ch
 # how long a stopped trial waits for its worker to unwind: well within Tune's own wait before it reuses the actor
 CANCEL_WAIT_S = TRIAL_UNWIND_WAIT_S / 2
 WORKER_THREADS = 4  # a worker's concurrent calls: `next` waits while `cancel` arrives
-HOLDING_POLL_S = 0.05  # how often a scoring task looks whether its warm worker is done (`_holding`)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,10 +128,10 @@ def train_on_warm_worker(pool, job: TrialJob, report: Callable[[dict, str | None
     context = ray.get_runtime_context()
     node, devices = context.get_node_id(), ",".join(context.get_accelerator_ids().get("GPU", [])) or None
     clock = time.perf_counter()
-    worker = _ready_worker(pool, node, devices)
+    worker = ready_worker(pool, node, devices)
     ended = False
     try:
-        ray.get(worker.start.remote(job, worker_start_s + time.perf_counter() - clock, _threads(context),
+        ray.get(worker.start.remote(job, worker_start_s + time.perf_counter() - clock, trial_threads(context),
                                     context.get_actor_id()))
         while True:
             kind, payload, checkpoint_dir = ray.get(worker.next.remote())
@@ -156,59 +154,43 @@ def train_on_warm_worker(pool, job: TrialJob, report: Callable[[dict, str | None
                 pass
 
 
-def call_on_warm_worker(pool, prestarted, function: Callable, *args) -> Any:
-    """`function(*args)`, run on an idle warm worker of `pool` on this node and GPU; what it returns.
-
-    Called as a Ray task with a trial's resources (raycse.driver.tune.scoring), which it holds while the worker
-    computes: the worker has torch and the model code imported already, and goes back to the pool for the trials
-    after it.
-
-    Args:
-        pool: the search's `WarmPool` actor.
-        prestarted: the pool's `prestart` call, or None: a Ray object reference passed as an argument, which Ray
-            resolves before this task runs, so that the workers started ahead are in the pool when it asks for one.
-        function: a module-level function (pickled by reference) and its `args`.
-
-    Example:
-        >>> ray.remote(call_on_warm_worker).options(num_cpus=1).remote(pool, None, score_untouched, base, ["cls"], None)
-        ... # doctest: +SKIP
-    """
-    import ray
-
-    context = ray.get_runtime_context()
-    node, devices = context.get_node_id(), ",".join(context.get_accelerator_ids().get("GPU", [])) or None
-    worker = _ready_worker(pool, node, devices, get=_holding)
-    try:
-        return _holding(worker.call.remote(function, args, _threads(context)))
-    except ray.exceptions.RayActorError:
-        pool.forget.remote(worker)
-        raise
-
-
-def _holding(reference) -> Any:
-    """`ray.get(reference)` for a Ray task that keeps its CPUs meanwhile: a task blocked in `ray.get` lends them back
-    to Ray, which would start another trial beside the computation it waits for (an actor keeps them)."""
-    import ray
-
-    while not ray.wait([reference], timeout=0)[0]:
-        time.sleep(HOLDING_POLL_S)
-    return ray.get(reference)
-
-
-def _threads(context) -> int:
+def trial_threads(context) -> int:
     """The threads a trial trains with: what torch would take in this process, which Ray started with the trial's
     CPUs (OMP_NUM_THREADS: the user's, else as many as the CPUs, at least one). The worker, which has no CPUs of its
     own, takes the same, so that a trial computes exactly as it would in Tune's own process: an evaluation of a
-    nearly collapsed model can rank its pairs differently with another number of threads."""
+    nearly collapsed model can rank its pairs differently with another number of threads.
+
+    Args:
+        context: Ray's runtime context of the trial's (or the scoring task's) process.
+
+    Returns:
+        The number of torch threads.
+
+    Example:
+        >>> trial_threads(ray.get_runtime_context())  # in a process Ray started with 2 CPUs  # doctest: +SKIP
+        2
+    """
     given = os.environ.get("OMP_NUM_THREADS", "")
     if given.isdigit() and int(given) > 0:
         return int(given)
     return max(1, math.floor(context.get_assigned_resources().get("CPU", 1.0)))
 
 
-def _ready_worker(pool, node: str, devices: str | None, get: Callable | None = None):
+def ready_worker(pool, node: str, devices: str | None, get: Callable | None = None):
     """An idle worker of `pool` for this node and GPU, started (its imports done); one lost while idle is
-    forgotten and another taken. `get`: how to wait for a Ray object (`ray.get`)."""
+    forgotten and another taken.
+
+    Args:
+        pool: the search's `WarmPool` actor.
+        node, devices: this process's Ray node id and GPU ids ("0,1"; None: no GPU).
+        get: how to wait for a Ray object (default `ray.get`).
+
+    Returns:
+        The worker's actor handle, taken from the pool: the caller's until it goes back.
+
+    Example:
+        >>> worker = ready_worker(pool, ray.get_runtime_context().get_node_id(), None)  # doctest: +SKIP
+    """
     import ray
 
     get = get or ray.get
