@@ -22,6 +22,16 @@ LOCAL_RAY_SETTINGS = {"RAY_prestart_worker_first_driver": "0"}
 # trial on a warm worker returns once its worker has stopped, raycse.driver.tune.warm_workers). Past that wait Tune
 # fails the next trial ("Could not re-use actor"), which then counted against its configuration: seen on 2 busy cores.
 TRIAL_UNWIND_WAIT_S = 60
+TUNE_UNWIND_WAIT_ENV = "TUNE_FUNCTION_THREAD_TIMEOUT_S"  # Tune's setting of that wait
+
+
+def tune_unwind_wait_s() -> float:
+    """Tune's wait for a stopped trial in this process: the user's TUNE_FUNCTION_THREAD_TIMEOUT_S, else raycse's
+    (a Ray worker of raycse's has one or the other, `_worker_settings`)."""
+    try:
+        return float(os.environ.get(TUNE_UNWIND_WAIT_ENV, TRIAL_UNWIND_WAIT_S))
+    except ValueError:  # not a number: Tune itself then fails, with its own message
+        return float(TRIAL_UNWIND_WAIT_S)
 
 
 def start_ray(ship: Iterable[str] = ()) -> bool:
@@ -69,9 +79,8 @@ def start_ray(ship: Iterable[str] = ()) -> bool:
 
 def _worker_settings() -> dict[str, str]:
     """The environment raycse's code needs in every Ray worker of a search or a training (`start_ray`)."""
-    unwind = "TUNE_FUNCTION_THREAD_TIMEOUT_S"
     return {"TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "0"),
-            unwind: os.environ.get(unwind, str(TRIAL_UNWIND_WAIT_S))}
+            TUNE_UNWIND_WAIT_ENV: os.environ.get(TUNE_UNWIND_WAIT_ENV, str(TRIAL_UNWIND_WAIT_S))}
 
 
 @contextlib.contextmanager

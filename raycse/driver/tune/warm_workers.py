@@ -14,10 +14,7 @@ worker there. A worker whose proxy is gone without a word (a killed process, a l
 report and stops. A worker that fails (a killed process) fails its trial, which Tune retries as before; the pool
 then starts a new one. Resources are the proxy's: Tune reserves the trial's CPUs and GPU share for it, and the
 worker (no resources of its own, on the proxy's node) trains on the GPU Ray gave the proxy, with as many threads.
-
-The untouched model's scoring and the test stage's run on the same workers (`call`, from raycse.driver.tune.scoring:
-a task with a trial's resources takes an idle worker as a trial's proxy does), not in processes of their own.
-
+The untouched model's scoring and the test stage's run on the same workers (`call`, from raycse.driver.tune.scoring).
 The pool and its workers end with the search (`stop_pool`) or with the driver that owns them.
 """
 from __future__ import annotations
@@ -34,13 +31,12 @@ from typing import Any
 
 from raycse.records import TRIAL_PROCESS
 from raycse.settings.config import TrainConfig
-from raycse.training.ray_runtime import TRIAL_UNWIND_WAIT_S
+from raycse.training.ray_runtime import tune_unwind_wait_s
 
 REPORT, END, FAILED = "report", "end", "failed"
 OWNER_CHECK_S = 5.0  # how often a worker waiting for Tune to take its report checks that the trial's proxy lives
-# how long a stopped trial waits for its worker to unwind: well within Tune's own wait before it reuses the actor
-CANCEL_WAIT_S = TRIAL_UNWIND_WAIT_S / 2
 WORKER_THREADS = 4  # a worker's concurrent calls: `next` waits while `cancel` arrives
+HEAD_NODE = "node:__internal_head__"  # the resource Ray gives the head node alone: the pool's place
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,9 +145,15 @@ def train_on_warm_worker(pool, job: TrialJob, report: Callable[[dict, str | None
     finally:
         if not ended:  # Tune stopped the trial (SystemExit from tune.report): its worker stops at that report
             try:
-                ray.get(worker.cancel.remote(), timeout=CANCEL_WAIT_S)
+                ray.get(worker.cancel.remote(), timeout=cancel_wait_s())
             except (ray.exceptions.RayError, TimeoutError):
                 pass
+
+
+def cancel_wait_s() -> float:
+    """How long a stopped trial waits for its worker to unwind: half of Tune's wait before it reuses the trial's
+    process, so that Tune outwaits it (a worker still unwinding then is not idle: the next trial takes another)."""
+    return tune_unwind_wait_s() / 2
 
 
 def trial_threads(context) -> int:
@@ -261,7 +263,7 @@ class WarmWorker:
         self._stopped.set()
         self._taken.release()
         if self._thread is not None:
-            self._thread.join(CANCEL_WAIT_S)
+            self._thread.join(cancel_wait_s())
 
     def _train(self, job: TrialJob, worker_start_s: float) -> None:
         import ray
@@ -354,9 +356,6 @@ class WarmPool:
         for workers in (*self._idle.values(), self._workers):
             if worker in workers:
                 workers.remove(worker)
-
-
-HEAD_NODE = "node:__internal_head__"  # the resource Ray gives the head node alone
 
 
 def start_pool():
