@@ -58,8 +58,7 @@ def call_on_warm_worker(pool, prestarted, function: Callable, *args) -> Any:
     import ray
 
     context = ray.get_runtime_context()
-    node, devices = context.get_node_id(), ",".join(context.get_accelerator_ids().get("GPU", [])) or None
-    worker = ready_worker(pool, node, devices, get=_holding)
+    worker = ready_worker(pool, context, get=_holding)
     try:
         return _holding(worker.call.remote(function, args, trial_threads(context)))
     except ray.exceptions.RayActorError:

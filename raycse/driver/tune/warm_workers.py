@@ -122,9 +122,8 @@ def train_on_warm_worker(pool, job: TrialJob, report: Callable[[dict, str | None
     import ray
 
     context = ray.get_runtime_context()
-    node, devices = context.get_node_id(), ",".join(context.get_accelerator_ids().get("GPU", [])) or None
     clock = time.perf_counter()
-    worker = ready_worker(pool, node, devices)
+    worker = ready_worker(pool, context)
     ended = False
     try:
         ray.get(worker.start.remote(job, worker_start_s + time.perf_counter() - clock, trial_threads(context),
@@ -178,24 +177,25 @@ def trial_threads(context) -> int:
     return max(1, math.floor(context.get_assigned_resources().get("CPU", 1.0)))
 
 
-def ready_worker(pool, node: str, devices: str | None, get: Callable | None = None):
-    """An idle worker of `pool` for this node and GPU, started (its imports done); one lost while idle is
+def ready_worker(pool, context, get: Callable | None = None):
+    """An idle worker of `pool` for this process's node and GPU, started (its imports done); one lost while idle is
     forgotten and another taken.
 
     Args:
         pool: the search's `WarmPool` actor.
-        node, devices: this process's Ray node id and GPU ids ("0,1"; None: no GPU).
+        context: Ray's runtime context of this process (its node id, the GPU ids Ray gave it).
         get: how to wait for a Ray object (default `ray.get`).
 
     Returns:
         The worker's actor handle, taken from the pool: the caller's until it goes back.
 
     Example:
-        >>> worker = ready_worker(pool, ray.get_runtime_context().get_node_id(), None)  # doctest: +SKIP
+        >>> worker = ready_worker(pool, ray.get_runtime_context())  # doctest: +SKIP
     """
     import ray
 
     get = get or ray.get
+    node, devices = context.get_node_id(), ",".join(context.get_accelerator_ids().get("GPU", [])) or None
     for attempt in range(2):
         worker = get(pool.acquire.remote(node, devices))
         try:
