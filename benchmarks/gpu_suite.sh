@@ -20,7 +20,8 @@
 # part stops where it is: the same command again on the same machine (keep OUTDIR, e.g. under /tmp) goes on from
 # there (the search with --resume, the landscape from its file; a finished step, or paper search, is never run again).
 # A part that cannot finish in the time left does not start: a paper search whose predicted wall clock does not fit,
-# a fresh search with under $search_needs seconds left.
+# a fresh search with under $search_needs seconds left (SUITE_SEARCH_NEEDS overrides it, for a last window whose
+# partial search would not be resumed anyway).
 #
 # --rehearse: every part on this CPU machine through the same commands, with tiny settings (below), a fake GPU in
 #   Ray (RAY_OVERRIDE_RESOURCES: Ray schedules trials on it as on one GPU; torch finds no CUDA and runs on the CPU),
@@ -63,7 +64,8 @@ if ((rehearse)); then
 else
   space=$PWD/search_spaces/focal.yaml
   sampler_seeds="0 1 2"
-  search_needs=240  # a fresh search starts only with this many seconds left: 185 s on one H100 (2026-11-26), and a margin
+  # a fresh search starts only with this many seconds left: 185 s on one H100 (2026-11-26), and a margin
+  search_needs=${SUITE_SEARCH_NEEDS:-240}
   landscape=(--preset gpu --jobs 8)
   big=bert-base small=minilm b=64 B=512 steps=50 warm=10 trials="1 2 4 8" cached_steps=(--steps 20 --warmup 5)
   cached_losses=(simcse,focal,simcse-sup,dclr simcse,focal)  # eager, compiled (about 40 s to compile a graph)

@@ -55,20 +55,20 @@ def corpus_tokens() -> dict:
 
 
 def eval_tokens_and_model_load() -> dict:
+    from raycse.encoder import eval_batches, model
     from raycse.encoder import loading as model_loading
-    from raycse.encoder import model
     from raycse.evaluation.sts import SPLIT_OF_RESULT, concatenate, load_sts_task
 
     sentences = list(dict.fromkeys(s for key in SPLIT_OF_RESULT for pairs in [concatenate(
         load_sts_task(SPLIT_OF_RESULT[key]).values())] for s in (*pairs.sentences1, *pairs.sentences2)))
     model_loading._LOADED_CACHE.clear()
-    model._ENCODING_CACHE.clear()
+    eval_batches.clear_cache()
     load_cold = timed(lambda: model.Encoder.from_pretrained("minilm", pooler="avg"))
     load_warm = timed(lambda: model.Encoder.from_pretrained("minilm", pooler="avg"))
     first = model.Encoder.from_pretrained("minilm", pooler="avg")
-    tokenise_cold = timed(lambda: first._tokenized_for_encoding(sentences, 128, None))
+    tokenise_cold = timed(lambda: eval_batches.evaluation_batches(first.tokenizer, sentences, 128, 128, None))
     second = model.Encoder.from_pretrained("minilm", pooler="avg")  # the next trial's encoder, same worker
-    tokenise_warm = timed(lambda: second._tokenized_for_encoding(sentences, 128, None))
+    tokenise_warm = timed(lambda: eval_batches.evaluation_batches(second.tokenizer, sentences, 128, 128, None))
     return {"eval_sentences": len(sentences), "eval_tokenise_fresh_s": tokenise_cold,
             "eval_tokenise_next_trial_s": tokenise_warm, "model_load_from_disk_s": load_cold,
             "model_load_next_trial_s": load_warm}

@@ -97,10 +97,10 @@ def test_encode_keeps_input_order_is_deterministic_and_restores_training_mode(ti
     assert encoder.encode([]).shape == (0, encoder.hidden_size)
 
 
-def test_encode_tokenises_a_sentence_list_once_and_then_reuses_it(tiny_bert_dir, sentences):
-    import raycse.encoder.model
+def test_encode_tokenises_a_sentence_list_once_and_then_reuses_it(tiny_bert_dir, sentences, tmp_path):
+    from raycse.encoder import eval_batches
 
-    raycse.encoder.model._ENCODING_CACHE.clear()  # kept per process: earlier tests may have encoded these sentences
+    eval_batches.clear_cache()  # kept per process: earlier tests may have encoded these sentences
     encoder = Encoder.from_pretrained(tiny_bert_dir, pooler="avg")
     calls = []
     tokenizer = encoder.tokenizer
@@ -118,31 +118,59 @@ def test_encode_tokenises_a_sentence_list_once_and_then_reuses_it(tiny_bert_dir,
 
     encoder.tokenizer = CountingTokenizer()
     first = encoder.encode(sentences, batch_size=4)
-    tokenised = len(calls)
     again = encoder.encode(list(sentences), batch_size=4)  # an equal list: the cached batches serve it
-    # one call counts every sentence's tokens (the batches are cut in that order), then one call a batch
-    assert len(calls) == tokenised == 1 + -(-len(sentences) // 4)
+    # one call tokenises every sentence; the batches are padded from its ids
+    assert calls == [len(sentences)]
     assert torch.equal(first, again)
     other = encoder.encode(sentences[:3], batch_size=4)  # different sentences: tokenised afresh
-    assert len(calls) == tokenised + 2
+    assert calls == [len(sentences), 3]
     torch.testing.assert_close(other, first[:3], atol=1e-5, rtol=1e-5)
     # a later trial's encoder in the same worker process: the tokens, and the loaded model, are reused
     later = Encoder.from_pretrained(tiny_bert_dir, pooler="avg")
     later.tokenizer = encoder.tokenizer
-    assert torch.equal(later.encode(sentences, batch_size=4), first) and len(calls) == tokenised + 2
+    assert torch.equal(later.encode(sentences, batch_size=4), first) and len(calls) == 2
     assert later.backbone is not encoder.backbone  # a copy: trials never share weights they train
+    # a judging run's best checkpoint, saved and reloaded from a folder of its own: its tokenizer is the same
+    # content under another path, so its test sets are not tokenised again
+    encoder.tokenizer = tokenizer
+    assert torch.equal(encoder.encode(sentences, batch_size=4), first)
+    encoder.save(tmp_path / "best", "avg")
+    reloaded = Encoder.from_pretrained(str(tmp_path / "best"), pooler="avg")
+    kept = dict(eval_batches._CACHE)
+    assert torch.equal(reloaded.encode(sentences, batch_size=4), first)
+    assert eval_batches._CACHE == kept
+    assert eval_batches.tokenizer_fingerprint(reloaded.tokenizer) == eval_batches.tokenizer_fingerprint(tokenizer)
+
+
+def test_a_tokenizer_of_other_content_or_a_shorter_length_is_tokenised_afresh(tiny_bert_dir, sentences, tmp_path):
+    from transformers import AutoTokenizer
+
+    from raycse.encoder import eval_batches
+
+    eval_batches.clear_cache()
+    encoder = Encoder.from_pretrained(tiny_bert_dir, pooler="avg")
+    long_first = max(sentences, key=len)
+    full = encoder.encode([long_first], batch_size=1)
+    cut = encoder.encode([long_first], batch_size=1, max_len=4)  # truncation is part of the key
+    assert not torch.equal(full, cut) and len(eval_batches._CACHE) == 2
+    tokenizer = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    tokenizer.add_tokens(["zzyzx"])  # one token more: another vocabulary, another key
+    assert eval_batches.tokenizer_fingerprint(tokenizer) != eval_batches.tokenizer_fingerprint(encoder.tokenizer)
+    tokenizer(sentences, truncation=True, max_length=5)  # a call's own truncation setting changes no key
+    fresh = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    assert eval_batches.tokenizer_fingerprint(fresh) == eval_batches.tokenizer_fingerprint(encoder.tokenizer)
 
 
 def test_evaluation_batches_are_cut_by_padded_tokens(tiny_bert_dir, sentences):
-    import raycse.encoder.model
+    from raycse.encoder import eval_batches
     from raycse.encoder.model import EVAL_BATCH_TOKENS, encode_fn, eval_batch_tokens
 
-    raycse.encoder.model._ENCODING_CACHE.clear()
+    eval_batches.clear_cache()
     encoder = Encoder.from_pretrained(tiny_bert_dir, pooler="avg")
     texts = [" ".join(["word"] * n) for n in (40, 3, 25, 1, 12, 30, 2, 7)] + list(sentences)
     budget = 64
     by_tokens = encoder.encode(texts, tokens_per_batch=budget)
-    [(_, batches)] = [entry for key, entry in raycse.encoder.model._ENCODING_CACHE.items() if budget in key]
+    [(_, batches)] = [entry for key, entry in eval_batches._CACHE.items() if budget in key]
     padded = [batch["input_ids"].numel() for batch in batches]
     lengths = [batch["input_ids"].shape[1] for batch in batches]
     assert sum(batch["input_ids"].shape[0] for batch in batches) == len(texts)

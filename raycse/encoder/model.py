@@ -33,6 +33,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
+from raycse.encoder.eval_batches import evaluation_batches
 from raycse.encoder.keyed_dropout import row_keys
 from raycse.encoder.loading import check_model_files, load_backbone, resolve_model_path, where_from
 from raycse.encoder.pooler_choice import (
@@ -252,8 +253,8 @@ class Encoder(nn.Module):
         shows up at once): ``batch_size`` sentences a batch, or, given ``tokens_per_batch``, as many as fit that
         many padded tokens (what evaluation uses: `eval_batch_tokens`). The model runs in eval mode (no dropout)
         and is put back in its previous mode after.
-        The tokenised batches of the last sentence list are kept: a training evaluates the same STS-B dev
-        sentences again and again, and on a GPU tokenising them costs more than encoding them. On CUDA the
+        The batches are kept per process (eval_batches.py): a training evaluates the same STS-B dev sentences
+        again and again, and on a GPU tokenising them costs more than encoding them. On CUDA the
         vectors stay on the device until the last batch, then come back in one copy.
 
         The model runs in float32 with autocast off, also inside a caller's autocast region: SentEval, whose
@@ -262,8 +263,9 @@ class Encoder(nn.Module):
         few thousand sentences without gradients, a small share of a trial, so the exact path costs little.
         """
         pooler = checked_pooler(pooler or self.pooler)
-        order, batches = self._tokenized_for_encoding(sentences, batch_size, max_len, tokens_per_batch)
         device = self.device
+        order, batches = evaluation_batches(self.tokenizer, sentences, max_len or self.max_seq_length, batch_size,
+                                            tokens_per_batch, pin=device.type == "cuda")
         was_training = self.training
         self.eval()
         try:
@@ -276,30 +278,6 @@ class Encoder(nn.Module):
         if vectors:
             embeddings[order] = torch.cat(vectors).cpu()
         return embeddings
-
-    def _tokenized_for_encoding(self, sentences: list[str], batch_size: int, max_len: int | None,
-                                tokens_per_batch: int | None):
-        # Kept per process, not per encoder: the trials a worker runs one after another (Tune reuses its
-        # actors) evaluate the same dev and test sentences with the same tokenizer.
-        key = (self.tokenizer.name_or_path, len(self.tokenizer), tuple(sentences), batch_size, max_len,
-               tokens_per_batch, self.device.type)
-        if key in _ENCODING_CACHE:
-            return _ENCODING_CACHE[key]
-        # Sorted by token count, so each batch pads to the length its sentences have (sorting by characters padded
-        # STS-B dev's 47,750 tokens to 69,410 in batches of 128).
-        token_counts = [len(ids) for ids in self.tokenizer(sentences, truncation=True,
-                                                           max_length=max_len or self.max_seq_length)["input_ids"]
-                        ] if sentences else []
-        longest_first = sorted(range(len(sentences)), key=lambda i: token_counts[i], reverse=True)
-        pin = self.device.type == "cuda"
-        batches = []
-        for rows in _batch_rows(longest_first, token_counts, batch_size, tokens_per_batch):
-            batch = self.tokenize([sentences[i] for i in rows], max_len)
-            batches.append({k: v.pin_memory() for k, v in batch.items()} if pin else batch)
-        if len(_ENCODING_CACHE) >= ENCODING_CACHE_SIZE:
-            del _ENCODING_CACHE[next(iter(_ENCODING_CACHE))]  # the oldest
-        _ENCODING_CACHE[key] = (torch.tensor(longest_first, dtype=torch.long), batches)
-        return _ENCODING_CACHE[key]
 
     # ------------------------------------------------------------------------------------------ saving
     def save(self, path: str | Path, pooler: str) -> None:
@@ -331,19 +309,6 @@ class Encoder(nn.Module):
             raise
 
 
-def _batch_rows(longest_first: list[int], token_counts: list[int], batch_size: int,
-                tokens_per_batch: int | None) -> list[list[int]]:
-    """The rows of each evaluation batch, longest sentences first: ``batch_size`` sentences a batch, or, with
-    ``tokens_per_batch``, as many as fit that many padded tokens (a batch pads to its first, longest sentence)."""
-    batches, start = [], 0
-    while start < len(longest_first):
-        longest = token_counts[longest_first[start]]
-        size = batch_size if tokens_per_batch is None else max(1, tokens_per_batch // longest)
-        batches.append(longest_first[start:start + size])
-        start += size
-    return batches
-
-
 def masked_mean(token_states: Tensor, attention_mask: Tensor) -> Tensor:
     """Mean over the real tokens of each sentence: padding positions count for nothing."""
     mask = attention_mask.unsqueeze(-1).to(token_states.dtype)
@@ -358,12 +323,6 @@ def tokenize(tokenizer, sentences: list[str], max_len: int, pad_to_multiple_of: 
     """
     return dict(tokenizer(sentences, padding=True, truncation=True, max_length=max_len,
                           pad_to_multiple_of=pad_to_multiple_of, return_tensors="pt"))
-
-
-# Per process: the tokenised sentences `Encoder.encode` met, so that the trials a reused Tune worker runs one
-# after another tokenise each evaluation set once (the size bounds the memory).
-_ENCODING_CACHE: dict[tuple, tuple] = {}
-ENCODING_CACHE_SIZE = 4  # the objective's dev sentences and the seven test sets, for a couple of tokenizers
 
 
 def _write_json(path: Path, payload) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from raycse.driver import plan as planning
@@ -37,8 +38,14 @@ class SetupStage(Stage):
         state.storage = (options.storage_path if "://" in options.storage_path
                          else str(Path(options.storage_path).expanduser().resolve()))
         state.search_path = f"{state.storage.rstrip('/')}/{state.name}"  # also an s3:// or gs:// URI on a cluster
-        # the search was checked before this stage (preflight.py): new, or one to resume
-        start_ray(ship=[source.ship for source in space.loss_sources()])
+        # the search was checked before this stage (preflight.py): new, or one to resume. The MLflow store opens
+        # while Ray starts (importing MLflow and opening a SQLite store take a CPU-bound 2-3 s, Ray's start mostly
+        # waits for its processes)
+        with ThreadPoolExecutor(1, thread_name_prefix="raycse-tracking") as opening:
+            tracker = opening.submit(Tracker, options.tracking_uri, space.experiment,
+                                     artifact_location=options.artifact_location)
+            start_ray(ship=[source.ship for source in space.loss_sources()])
+            state.tracker = tracker.result()
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         state.cluster = ray.cluster_resources()
         state.budget = options.budget if options.budget != "auto" else planning.auto_budget(state.cluster)
@@ -59,7 +66,6 @@ class SetupStage(Stage):
                       f"({plan.num_samples} trials, batch {plan.base.batch_size}, {plan.base.max_steps or 'all'} "
                       f"steps, the objective every {plan.base.eval_steps} steps{judged}")
         state.optuna_storage = options.optuna_storage or planning.default_optuna_storage(options.tracking_uri)
-        state.tracker = Tracker(options.tracking_uri, space.experiment, artifact_location=options.artifact_location)
         state.parent_run_id = _open_parent_run(state)
 
 
