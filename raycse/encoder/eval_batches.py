@@ -8,9 +8,9 @@ characters, 128 a batch, padded them to 69,410.
 The batches are kept per process (`CACHE_SIZE` lists), because a process evaluates the same sentences again and
 again: a trial's objective at every evaluation, the seven test sets in every judging run that a warm worker trains
 one after another. The key is the tokenizer's content, not its folder: a judging run's test figures come from its
-best checkpoint reloaded from a folder of its own, whose tokenizer is the model's, saved and read back. Keyed by
-folder, each judging run tokenised the seven test sets' 26,973 sentences afresh, about 6 s of its 14 on a shared
-H200 (2026-11-27).
+best checkpoint reloaded from a folder of its own, whose tokenizer is the model's, saved and read back: keyed by
+folder, every judging run would tokenise the seven test sets' 26,973 sentences again (on a GPU shared by 4-8 trials,
+about half of what its evaluation takes).
 """
 from __future__ import annotations
 
