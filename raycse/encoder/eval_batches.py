@@ -14,8 +14,10 @@ about half of what its evaluation takes).
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import weakref
 
 import torch
 from torch import Tensor
@@ -64,22 +66,39 @@ def evaluation_batches(tokenizer, sentences: list[str], max_len: int, batch_size
 
 def tokenizer_fingerprint(tokenizer) -> str:
     """What a tokenizer turns sentences into, as a digest: a fast tokenizer's whole backend (its vocabulary,
-    normaliser and special tokens) and the settings the Python side pads with; a slow one's folder and size.
+    normaliser and special tokens) and the settings the Python side pads and truncates with; a slow one's folder.
 
     Example:
         >>> tokenizer_fingerprint(tokenizer) == tokenizer_fingerprint(AutoTokenizer.from_pretrained(saved_copy))
         True
     """
+    settings = (type(tokenizer).__name__, len(tokenizer), tokenizer.padding_side, tokenizer.truncation_side,
+                tokenizer.pad_token_id, getattr(tokenizer, "pad_token_type_id", 0), tuple(tokenizer.model_input_names))
+    return hashlib.sha256(f"{settings!r}\n{_content_digest(tokenizer)}".encode()).hexdigest()
+
+
+# A backend's digest, kept per tokenizer object while its size stays the same (added tokens change it): serialising
+# the backend takes tens of milliseconds, and a trial evaluates every few seconds
+_CONTENT_DIGESTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _content_digest(tokenizer) -> str:
+    size = len(tokenizer)
+    with contextlib.suppress(TypeError):  # an object that takes no weak reference is digested each time
+        kept = _CONTENT_DIGESTS.get(tokenizer)
+        if kept is not None and kept[0] == size:
+            return kept[1]
     backend = getattr(tokenizer, "backend_tokenizer", None) if getattr(tokenizer, "is_fast", False) else None
     if backend is not None:
         # less the truncation and padding that the last call left set: every call sets its own
         content = json.dumps({k: v for k, v in json.loads(backend.to_str()).items()
                               if k not in ("truncation", "padding")}, sort_keys=True)
     else:
-        content = f"{tokenizer.name_or_path}\n{len(tokenizer)}"
-    settings = (type(tokenizer).__name__, tokenizer.padding_side, tokenizer.truncation_side, tokenizer.pad_token_id,
-                getattr(tokenizer, "pad_token_type_id", 0), tuple(tokenizer.model_input_names))
-    return hashlib.sha256(f"{settings!r}\n{content}".encode()).hexdigest()
+        content = str(tokenizer.name_or_path)
+    digest = hashlib.sha256(content.encode()).hexdigest()
+    with contextlib.suppress(TypeError):
+        _CONTENT_DIGESTS[tokenizer] = (size, digest)
+    return digest
 
 
 def batch_rows(longest_first: list[int], token_counts: list[int], batch_size: int,
