@@ -5,7 +5,8 @@
   corpus tokens    every batch of one epoch (bundled corpus, batch 64): tokenised by each trial, against padded
                    from the ids the driver made once (raycse.data.tokens; the one-time cost is reported too)
   eval tokens      the STS-B dev and test sentences a trial encodes: tokenised by a fresh encoder, against a later
-                   trial's encoder in the same worker (the per-process cache of Encoder.encode)
+                   trial's encoder in the same worker and a judging run's best checkpoint saved and reloaded there
+                   (the evaluation batches a process keeps: raycse/encoder/eval_batches.py)
   model load       Encoder.from_pretrained of the packaged MiniLM: from disk, against the worker's earlier load
   worker start     N short Tune trials that import the trainer: a new Ray worker per trial (reuse_actors=False),
                    against Tune reusing its workers (reuse_actors=True, as raycse's search does)
@@ -24,7 +25,9 @@ sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
 
 import argparse  # noqa: E402
 import json  # noqa: E402
+import tempfile  # noqa: E402
 import time  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 
 def timed(fn, repeat: int = 1) -> float:
@@ -69,8 +72,14 @@ def eval_tokens_and_model_load() -> dict:
     tokenise_cold = timed(lambda: eval_batches.evaluation_batches(first.tokenizer, sentences, 128, 128, None))
     second = model.Encoder.from_pretrained("minilm", pooler="avg")  # the next trial's encoder, same worker
     tokenise_warm = timed(lambda: eval_batches.evaluation_batches(second.tokenizer, sentences, 128, 128, None))
+    with tempfile.TemporaryDirectory() as folder:  # a judging run's best checkpoint: the tokenizer saved, read back
+        first.save(Path(folder) / "best", "avg")
+        reloaded = model.Encoder.from_pretrained(str(Path(folder) / "best"), pooler="avg")
+        tokenise_reloaded = timed(
+            lambda: eval_batches.evaluation_batches(reloaded.tokenizer, sentences, 128, 128, None))
     return {"eval_sentences": len(sentences), "eval_tokenise_fresh_s": tokenise_cold,
-            "eval_tokenise_next_trial_s": tokenise_warm, "model_load_from_disk_s": load_cold,
+            "eval_tokenise_next_trial_s": tokenise_warm, "eval_tokenise_reloaded_checkpoint_s": tokenise_reloaded,
+            "model_load_from_disk_s": load_cold,
             "model_load_next_trial_s": load_warm}
 
 
