@@ -295,6 +295,36 @@ def test_importance_warning_rule():
     assert few.startswith("only 9 search trials completed")
 
 
+def test_log_axes_are_labelled_in_plain_numbers_and_other_axes_keep_their_labels():
+    """A log axis (a loguniform parameter: tau, lr) says 0.02, 0.1, 3e-05 as a space file does, where matplotlib
+    wrote each tick as mathtext; the ticks labelled are matplotlib's choice as before, and a linear axis is left."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from raycse.reporting.plots import plain_log_ticks
+
+    figure, (tau, lr) = plt.subplots(1, 2)
+    tau.set_xscale("log")
+    tau.plot([0.02, 0.2], [80.0, 81.0])
+    lr.set_xscale("log")
+    lr.plot([1e-5, 1e-3], [80.0, 81.0])
+    figure.canvas.draw()
+    mathtext = [t.get_text() for t in (*tau.get_xticklabels(), *tau.get_xticklabels(minor=True))]
+    linear = [t.get_text() for t in tau.get_yticklabels()]
+    plain_log_ticks(figure)
+    figure.canvas.draw()
+    major = [t.get_text() for t in tau.get_xticklabels()]
+    minor = [t.get_text() for t in tau.get_xticklabels(minor=True)]
+    assert any("$" in text for text in mathtext)  # what matplotlib wrote by itself
+    assert "0.1" in major and "0.02" in minor and "0.05" not in minor  # its choice of labelled ticks kept
+    assert not any("$" in text for text in major + minor)
+    assert "1e\N{MINUS SIGN}05" in [t.get_text() for t in lr.get_xticklabels()]
+    assert [t.get_text() for t in tau.get_yticklabels()] == linear
+    plt.close(figure)
+
+
 def test_conditional_space_weighs_the_family_and_plots_each_family(all_report):
     assert "loss" in all_report.importances
     names = {p.name for p in all_report.images}

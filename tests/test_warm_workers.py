@@ -65,7 +65,12 @@ def test_a_three_stage_search_trains_every_trial_in_at_most_max_concurrent_proce
 
     # the test stage, in the same Ray: a judging checkpoint without test figures (a run replayed on --resume) scored
     # on the test tasks by a warm worker of a search that goes on
+    import gc
+
+    import ray
+
     from raycse.driver.stages.test_tasks import TestTasksStage
+    from raycse.driver.tune.scoring import scoring_task
 
     untested = [dataclasses.replace(state.judge_runs[0], test={})]
     going_on = SearchState(space=state.space, options=options, plan=state.plan, budget=state.budget,
@@ -73,6 +78,9 @@ def test_a_three_stage_search_trains_every_trial_in_at_most_max_concurrent_proce
     assert going_on.uses_warm_workers()
     try:
         TestTasksStage().run(going_on)
+        # a warm worker keeps what its imports made out of the garbage collection it runs after each trial
+        frozen = ray.get(scoring_task(going_on, gc.get_freeze_count)())
     finally:
         going_on.close()
     assert all(run.checkpoint and {"STS12", "avg"} <= set(run.test) for run in untested), untested
+    assert frozen > 100_000, frozen  # torch, transformers and Ray: about 400,000 objects

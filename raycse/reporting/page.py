@@ -37,6 +37,7 @@ from raycse.reporting.plots import (
     dev_curves,
     figure_html,
     optuna_plot,
+    plain_log_ticks,
     plotly_script,
     plotting,
     with_trial_hover,
@@ -136,6 +137,7 @@ class _Page:
             return
         if marks.png is not None:
             marks.png(axes)
+        plain_log_ticks(figure)
         buffer = io.BytesIO()
         figure.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
         plt.close(figure)
