@@ -7,7 +7,8 @@ the collector tracks and the seconds of 5 collections each way.
 import gc
 import time
 
-import raycse.driver.tune.trial_training  # noqa: F401 - a warm worker's imports, as WarmWorker.__init__ has them
+# a warm worker's imports, as WarmWorker.__init__ has them
+import raycse.driver.tune.trial_training
 import raycse.training.trainer  # noqa: F401
 
 
