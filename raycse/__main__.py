@@ -7,6 +7,7 @@ SIGHUP stop the command as Ctrl-C does).
 """
 import atexit
 import contextlib
+import gc
 import os
 import sys
 import threading
@@ -18,6 +19,7 @@ def run() -> None:
 
     stop_signals.install(sys.argv[1:])  # Ctrl-C, SIGTERM and SIGHUP stop the command alike
     code = main()
+    gc.freeze()  # on the way out, no full collection scans all the command made (0.4 s on 2 CPU cores)
     stop_signals.exiting()
     started = stop_signals.descendants()  # Ray's processes, the trials' and their workers', while still ours
     # what the interpreter's exit runs before its teardown, in its order: the threads' exit hooks (thread pools'

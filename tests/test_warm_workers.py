@@ -40,6 +40,8 @@ def test_a_three_stage_search_trains_every_trial_in_at_most_max_concurrent_proce
                                                                                      ray_session, monkeypatch,
                                                                                      few_sts_data):
     """The untouched model's scoring too runs on one of those processes; and the test stage's on warm workers."""
+    import gc
+
     from test_search import small_dev_file
 
     from raycse.driver.run import run_stages
@@ -51,6 +53,7 @@ def test_a_three_stage_search_trains_every_trial_in_at_most_max_concurrent_proce
     options = SearchOptions(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}", storage_path=str(tmp_path / "ray"),
                             budget="full")
     state = run_stages(load_space(str(path)), options, log=lambda line: None)
+    assert gc.get_freeze_count() == 0  # the stages' objects, frozen out of full collections meanwhile, given back
 
     trials = [*state.searched, *state.choose_runs, *state.judge_runs]
     assert state.searched and state.choose_runs and state.judge_runs  # three stages trained
@@ -65,8 +68,6 @@ def test_a_three_stage_search_trains_every_trial_in_at_most_max_concurrent_proce
 
     # the test stage, in the same Ray: a judging checkpoint without test figures (a run replayed on --resume) scored
     # on the test tasks by a warm worker of a search that goes on
-    import gc
-
     import ray
 
     from raycse.driver.stages.test_tasks import TestTasksStage
