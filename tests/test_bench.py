@@ -122,3 +122,34 @@ def test_concurrent_trials_through_ray(tmp_path):
     r = json.loads(output.read_text())
     assert r["concurrent"] == 2 and len(r["trials"]) == 2
     assert 0 < r["aggregate_sentences_per_s"] <= r["sum_of_trial_sentences_per_s"] * 1.01
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_each_cached_configuration_runs_in_a_process_of_its_own_forked_from_one_that_ends_with_the_bench():
+    """`raycse bench --cached`: the four configurations of a loss, each measured in a process of its own (so that
+    their peaks do not mix), none of them this one; a configuration that fails is named in the error, and the next
+    one is still measured; the process they are forked from ends with the bench, leaving nothing running."""
+    import os
+
+    import psutil
+
+    from raycse.bench.cached import CONFIGURATIONS, CachedBenchOptions, _configuration_processes, run_cached_bench
+
+    before = {child.pid for child in psutil.Process().children(recursive=True)}
+    result = run_cached_bench(CachedBenchOptions(shape="tiny", losses=("simcse",), batch_size=4, cached_batch_size=8,
+                                                 steps=1, warmup=0, compile=False))
+    (row,) = result["rows"]
+    processes = [row[name]["process_id"] for name in CONFIGURATIONS]
+    assert len(set(processes)) == 4 and os.getpid() not in processes
+    assert all(row[name]["ms_per_step"] > 0 and row[name]["peak_mib"] >= row[name]["start_mib"] > 0
+               for name in CONFIGURATIONS)
+    assert row["memory_ratio"] == row["cached"]["peak_mib"] / row["uncached_small"]["peak_mib"]
+    assert {child.pid for child in psutil.Process().children(recursive=True)} <= before
+
+    spec = {"shape": "tiny", "seq_len": 32, "steps": 1, "warmup": 0, "compile": False, "precision": "fp32",
+            "seed": 0, "loss": "simcse", "batch_size": 4, "mini_batch_size": None}
+    with _configuration_processes() as measured:
+        with pytest.raises(RuntimeError, match=r"^the simcse configuration batch 4 mini None failed: .*no-such-shape"):
+            measured({**spec, "shape": "no-such-shape"})
+        assert measured(spec)["ms_per_step"] > 0
