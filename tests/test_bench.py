@@ -153,3 +153,9 @@ def test_each_cached_configuration_runs_in_a_process_of_its_own_forked_from_one_
         with pytest.raises(RuntimeError, match=r"^the simcse configuration batch 4 mini None failed: .*no-such-shape"):
             measured({**spec, "shape": "no-such-shape"})
         assert measured(spec)["ms_per_step"] > 0
+        # the forking process itself lost (killed for memory, say): the next configuration fails, saying so
+        (server,) = [child for child in psutil.Process().children()
+                     if "raycse.bench.cached_configuration" in child.cmdline()]
+        server.kill()
+        with pytest.raises(RuntimeError, match="failed: the process forking the configurations ended"):
+            measured(spec)

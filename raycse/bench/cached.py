@@ -24,6 +24,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 
@@ -70,26 +71,37 @@ def parse_losses(text: str) -> tuple[str, ...]:
 def _configuration_processes() -> Iterator[Callable[[dict], dict]]:
     """Each configuration measured in a process of its own, forked by one that imported torch, transformers and the
     trainer once (`python -m raycse.bench.cached_configuration`, its `fork_each_configuration`), which ends with
-    this context. Yields `measured(spec)`, which raises a RuntimeError naming the configuration that failed."""
-    server = subprocess.Popen([sys.executable, "-m", f"{__package__}.cached_configuration"], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                              env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
+    this context. Yields `measured(spec)`, which raises a RuntimeError naming the configuration that failed (and,
+    if the forking process itself ended, the last line it wrote)."""
+    with tempfile.TemporaryFile("w+") as log:
+        server = subprocess.Popen([sys.executable, "-m", f"{__package__}.cached_configuration"], text=True,
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+                                  env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
 
-    def measured(spec: dict) -> dict:
-        server.stdin.write(json.dumps(spec) + "\n")
-        server.stdin.flush()
-        answer = json.loads(server.stdout.readline() or '{"error": "the process forking the configurations ended"}')
-        if "error" in answer:
-            raise RuntimeError(f"the {spec['loss']} configuration batch {spec['batch_size']} mini "
-                               f"{spec['mini_batch_size']} failed: {answer['error']}")
-        return answer["figures"]
+        def measured(spec: dict) -> dict:
+            try:
+                server.stdin.write(json.dumps(spec) + "\n")
+                server.stdin.flush()
+                line = server.stdout.readline()
+            except OSError:  # it ended
+                line = ""
+            if not line:
+                server.wait()
+                log.seek(0)
+                said = [text for text in log.read().splitlines() if text.strip()][-1:] or ["(nothing)"]
+                line = json.dumps({"error": f"the process forking the configurations ended: {said[0]}"})
+            answer = json.loads(line)
+            if "error" in answer:
+                raise RuntimeError(f"the {spec['loss']} configuration batch {spec['batch_size']} mini "
+                                   f"{spec['mini_batch_size']} failed: {answer['error']}")
+            return answer["figures"]
 
-    try:
-        yield measured
-    finally:
-        with contextlib.suppress(OSError):  # it ended already
-            server.stdin.close()
-        server.wait()
+        try:
+            yield measured
+        finally:
+            with contextlib.suppress(OSError):  # it ended already
+                server.stdin.close()
+            server.wait()
 
 
 def _loss_row(loss: str, base: dict, batches: dict, measured: Callable[[dict], dict], progress) -> dict:
