@@ -6,9 +6,8 @@ import dataclasses
 
 import pytest
 
+from raycse.driver.run import frozen_between_stages
 from raycse.settings.space import load_space
-
-pytestmark = pytest.mark.slow
 
 SPACE = """\
 experiment: warm
@@ -35,6 +34,7 @@ def ray_session():
     ray.shutdown()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_a_three_stage_search_trains_every_trial_in_at_most_max_concurrent_processes(tmp_path, tiny_bert_dir,
                                                                                      ray_session, monkeypatch,
@@ -52,8 +52,12 @@ def test_a_three_stage_search_trains_every_trial_in_at_most_max_concurrent_proce
     path.write_text(SPACE.format(model=tiny_bert_dir, dev=small_dev_file(tmp_path)))
     options = SearchOptions(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}", storage_path=str(tmp_path / "ray"),
                             budget="full")
-    state = run_stages(load_space(str(path)), options, log=lambda line: None)
-    assert gc.get_freeze_count() == 0  # the stages' objects, frozen out of full collections meanwhile, given back
+    frozen_while_logging: list[int] = []
+    state = run_stages(load_space(str(path)), options, log=lambda line: frozen_while_logging.append(
+        gc.get_freeze_count()))
+    # the stages' objects (Ray's, Tune's, MLflow's imports among them) frozen out of full collections meanwhile,
+    # and given back at the end
+    assert max(frozen_while_logging) > 100_000 and gc.get_freeze_count() == 0, max(frozen_while_logging)
 
     trials = [*state.searched, *state.choose_runs, *state.judge_runs]
     assert state.searched and state.choose_runs and state.judge_runs  # three stages trained
@@ -85,3 +89,26 @@ def test_a_three_stage_search_trains_every_trial_in_at_most_max_concurrent_proce
         going_on.close()
     assert all(run.checkpoint and {"STS12", "avg"} <= set(run.test) for run in untested), untested
     assert frozen > 100_000, frozen  # torch, transformers and Ray: about 400,000 objects
+
+
+def test_a_search_freezes_the_collector_between_stages_only_where_nothing_was_frozen_before():
+    """The driver's freeze (raycse.driver.run.frozen_between_stages) is given back at the end; a program that froze
+    its own objects before the search keeps its freeze as it was, and the search adds nothing to it."""
+    import gc
+
+    assert gc.get_freeze_count() == 0
+    with frozen_between_stages() as freeze:
+        freeze()
+        assert gc.get_freeze_count() > 0
+    assert gc.get_freeze_count() == 0
+
+    gc.freeze()  # the program's own
+    try:
+        theirs = gc.get_freeze_count()
+        with frozen_between_stages() as freeze:
+            made_since = [[] for _ in range(1000)]  # objects the collector tracks, made after the program's freeze
+            freeze()
+            assert gc.get_freeze_count() == theirs and len(made_since) == 1000
+        assert gc.get_freeze_count() == theirs
+    finally:
+        gc.unfreeze()

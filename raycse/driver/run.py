@@ -18,7 +18,9 @@ TrainConfig.
 """
 from __future__ import annotations
 
+import contextlib
 import gc
+from collections.abc import Callable, Iterator
 
 from raycse.driver import progress
 from raycse.driver.outcome import SearchOutcome
@@ -63,28 +65,52 @@ def run_stages(space: SearchSpace, options: SearchOptions, log=say) -> SearchSta
     """`run_search`, returning the search's whole state (its clock included: benchmarks/scale.py reads it).
 
     What the stages so far made (the imports of Ray, Tune, MLflow, Optuna, matplotlib: several hundred thousand
-    objects) is frozen out of the garbage collector's full passes at each stage's start, and given back to it at the
-    end: Python's full collections otherwise scanned it again each time it had grown by a quarter, 2.1 s of a tiny
-    search's 25 s on 2 CPU cores (8 during the imports and the set-up, 3 in the report). Garbage frozen meanwhile
-    is collected after the search.
+    objects) is frozen out of the garbage collector's full passes at each stage's start (`frozen_between_stages`):
+    Python's full collections otherwise scanned it again each time it had grown by a quarter, 2.1 s of a tiny
+    search's 25 s on 2 CPU cores (8 during the imports and the set-up, 3 in the report).
     """
     check_order(STAGES)
     check_search(space, options)
     state = SearchState(space=space, options=options, log=log)
     state.clock = PhaseClock(options.started_at)
     try:
-        with progress.shown(options.started_at) as status:  # a status line on a terminal, plain lines elsewhere
+        with progress.shown(options.started_at) as status, frozen_between_stages() as freeze:
             for stage in STAGES:
                 if stage.applies(state):
-                    gc.freeze()  # what the stages so far made: out of the full collections (the docstring)
+                    freeze()
                     status.stage(stage.name)
                     with state.clock.phase(stage.name):
                         stage.run(state)
     finally:
-        gc.unfreeze()
         state.close()
     state.outcome.timings = state.outcome.summary["timings"] = state.timings()
     return state
+
+
+@contextlib.contextmanager
+def frozen_between_stages() -> Iterator[Callable[[], None]]:
+    """Yields `freeze()`, which moves every object so far out of the garbage collector's full passes (`gc.freeze`);
+    everything it froze is given back to the collector when the context ends, garbage made meanwhile included. In
+    a process where something is frozen already (a program that froze its own objects before a search, a pre-forking
+    server), that freeze is the program's: `freeze()` then does nothing, and nothing is given back.
+
+    Returns:
+        a context manager yielding `freeze()`.
+
+    Example:
+        >>> import gc
+        >>> with frozen_between_stages() as freeze:
+        ...     freeze()
+        ...     assert gc.get_freeze_count() > 0
+        >>> gc.get_freeze_count()
+        0
+    """
+    ours = gc.get_freeze_count() == 0
+    try:
+        yield gc.freeze if ours else lambda: None
+    finally:
+        if ours:
+            gc.unfreeze()
 
 
 def finish(outcome: SearchOutcome, tracking_uri: str) -> None:

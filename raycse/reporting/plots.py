@@ -92,8 +92,8 @@ def plotting():
 def plain_log_ticks(figure: Any) -> None:
     """Label a figure's log-scale axes in plain numbers ("0.02", "0.1", "3e-05"), as a space file writes them.
 
-    matplotlib's default writes each label as mathtext ("2×10⁻²"), which its parser then lays out: about a third of
-    a second of a report's first plots in a process. Which ticks get a label is matplotlib's choice still.
+    matplotlib's default writes each label as mathtext ("2×10⁻²"), which its parser then lays out: about a quarter
+    of a second of a report's first plots in a process. Which ticks get a label is matplotlib's choice still.
 
     Args:
         figure: a matplotlib Figure; its axes of any other scale are left as they are.
@@ -112,15 +112,17 @@ def plain_log_ticks(figure: Any) -> None:
         def _num_to_string(self, x: float, vmin: float, vmax: float) -> str:
             return f"{x:g}"
 
-    def plain(formatter: Any) -> Any:  # the same choice of ticks (base, label-only-base), another spelling
+    def plain(formatter: Any, base: float) -> Any:  # the same choice of ticks (base, label-only-base), spelt plain
         if not isinstance(formatter, LogFormatterMathtext):  # not matplotlib's default: someone chose it
             return formatter
-        return PlainLogFormatter(formatter._base, labelOnlyBase=formatter.labelOnlyBase)
+        return PlainLogFormatter(base, labelOnlyBase=formatter.labelOnlyBase)
 
     for ax in figure.axes:
         for axis in (ax.xaxis, ax.yaxis):
-            axis.set_major_formatter(plain(axis.get_major_formatter()))
-            axis.set_minor_formatter(plain(axis.get_minor_formatter()))
+            if axis.get_scale() == "log":
+                base = axis.get_transform().base
+                axis.set_major_formatter(plain(axis.get_major_formatter(), base))
+                axis.set_minor_formatter(plain(axis.get_minor_formatter(), base))
 
 
 # ------------------------------------------------------------------------------------- reference marks
