@@ -94,8 +94,5 @@ def fork_each_configuration() -> None:
         print(text or json.dumps({"error": f"its process ended with status {status}"}), flush=True)
 
 
-# ------------------------------------------------------------------------------------------------- the bench
-
-
 if __name__ == "__main__":
     fork_each_configuration()
