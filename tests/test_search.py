@@ -21,6 +21,7 @@ from mlflow.entities import ViewType
 from mlflow.tracking import MlflowClient
 
 from raycse.cli import main
+from raycse.records import TRIAL_PROCESS
 
 pytestmark = pytest.mark.slow
 
@@ -529,12 +530,14 @@ def test_resume_without_a_search_is_a_clean_error(tmp_path, tiny_bert_dir, capsy
 
 @pytest.mark.timeout(1200)
 def test_two_searches_at_once_share_one_mlflow_store(tmp_path, tiny_bert_dir):
+    """The second search without warm workers (`--no-warm-workers`: each trial in a process of its own, Ray Train's),
+    the first with them: both record the same things."""
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     drivers = []
-    for name in ("first", "second"):
+    for name, extra in (("first", []), ("second", ["--no-warm-workers"])):
         space = write_space(tmp_path, tiny_bert_dir, name, num_samples=2, test_eval="none",
                             objective=small_dev_file(tmp_path))
-        args = search_args(tmp_path, space, "--no-confirm")
+        args = search_args(tmp_path, space, "--no-confirm", *extra)
         args[args.index("--storage-path") + 1] = str(tmp_path / f"ray-{name}")  # each flag once
         drivers.append((start_cli(args, tmp_path / f"{name}.log", tmp_path), tmp_path / f"{name}.log"))
     for driver, log in drivers:
@@ -547,6 +550,12 @@ def test_two_searches_at_once_share_one_mlflow_store(tmp_path, tiny_bert_dir):
         assert all(len(client.get_metric_history(r.info.run_id, "objective")) == 2 for r in children)
         # --no-confirm: a winner is named, but no figure judged it, so none is logged as if one had
         assert parent.data.tags["raycse.winner"] and "best_objective" not in parent.data.metrics
+        # where each report's training ran (as the trials reported it to Tune), against Tune's trial process (the
+        # `pid` Tune adds): a warm worker's process, or, without warm workers, Tune's trial process itself
+        reports = [json.loads(line) for path in (tmp_path / f"ray-{name}").rglob("result.json")
+                   for line in path.read_text().splitlines() if line.strip()]
+        in_tune_s_process = {report[TRIAL_PROCESS] == report["pid"] for report in reports}
+        assert reports and in_tune_s_process == {name == "second"}, reports
 
 
 @pytest.mark.usefixtures("few_sts_data")
