@@ -3,12 +3,14 @@ clone also shows as search_spaces/ (a symbolic link); `--space focal` names the 
 path still works."""
 from __future__ import annotations
 
+import compileall
 import os
 import shutil
 import site
 import subprocess
 import sys
 import textwrap
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -72,10 +74,13 @@ def test_the_wheel_ships_the_space_files(tmp_path):
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, source / name)
     shutil.copytree(ROOT / "raycse", source / "raycse", ignore=shutil.ignore_patterns("__pycache__"))
+    compileall.compile_dir(source / "raycse" / "data", quiet=2)  # the bytecode a checkout that ran raycse holds
     wheels = tmp_path / "wheels"
     subprocess.run([sys.executable, "-m", "pip", "wheel", ".", "--no-deps", "--no-build-isolation", "-q", "-w",
                     str(wheels)], cwd=source, check=True, timeout=600)
     wheel = next(wheels.glob("raycse-*.whl"))
+    shipped = zipfile.ZipFile(wheel).namelist()
+    assert "raycse/data/wiki_sample.txt" in shipped and not [name for name in shipped if name.endswith(".pyc")]
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=300)
     python = venv / "bin" / "python"
