@@ -65,7 +65,8 @@ def copy_template(database: Path) -> bool:
     try:
         _backup(template, staging)
     except (OSError, sqlite3.Error):  # the cache only saves time: a template it cannot read is not used
-        staging.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            staging.unlink(missing_ok=True)
         return False
     os.replace(staging, database)
     return True
