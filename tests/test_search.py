@@ -530,7 +530,7 @@ def test_resume_without_a_search_is_a_clean_error(tmp_path, tiny_bert_dir, capsy
 
 @pytest.mark.timeout(1200)
 def test_two_searches_at_once_share_one_mlflow_store(tmp_path, tiny_bert_dir):
-    """The second search without warm workers (`--no-warm-workers`: each trial in a process of its own, Ray Train's),
+    """The second search without warm workers (`--no-warm-workers`: its trials train in Tune's trial process itself),
     the first with them: both record the same things."""
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     drivers = []
