@@ -70,7 +70,8 @@ def pytest_configure(config):
     """raycse's own modules compiled once, before the test processes start, where this interpreter writes no bytecode
     itself (PYTHONDONTWRITEBYTECODE, as on this project's machines). An editable install leaves that to the first
     import, which then never writes it either, so every process the suite starts (~900: the `raycse` commands, Ray's
-    workers, Tune's trial processes) compiled the modules it imports again, 0.05-0.2 CPU-s each. Python reads the
+    workers, Tune's trial processes) compiled the modules it imports again, 0.04-0.15 CPU-s each (measured:
+    benchmarks/results/test-suite-bytecode-2026-11-27). Python reads the
     bytecode whatever that setting says; it only stops Python from writing it."""
     if hasattr(config, "workerinput") or not sys.dont_write_bytecode:
         return

@@ -79,7 +79,8 @@ def test_the_wheel_ships_the_space_files(tmp_path):
     subprocess.run([sys.executable, "-m", "pip", "wheel", ".", "--no-deps", "--no-build-isolation", "-q", "-w",
                     str(wheels)], cwd=source, check=True, timeout=600)
     wheel = next(wheels.glob("raycse-*.whl"))
-    shipped = zipfile.ZipFile(wheel).namelist()
+    with zipfile.ZipFile(wheel) as built:
+        shipped = built.namelist()
     assert "raycse/data/wiki_sample.txt" in shipped and not [name for name in shipped if name.endswith(".pyc")]
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=300)
