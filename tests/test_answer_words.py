@@ -78,8 +78,9 @@ def test_one_page_states_what_judges_and_the_others_link_to_it():
 # ------------------------------------------------------------------------------------------ raycse status
 def _search_in_its_choosing_stage(uri: str) -> str:
     """A search's store as it stands in its choosing stage: four search trials (one ran every step, one was stopped
-    early by ASHA with a higher value at its rung), two candidates on their choosing seeds, and a judging run of an
-    earlier attempt with the highest dev figure of all (one seed's luck)."""
+    early by ASHA with a higher value at its rung), two candidates on their choosing seeds, a judging run of an
+    earlier attempt with the highest dev figure of all (one seed's luck), and a judging run of the published point
+    training beside the choosing runs (raycse/driver/stages/choose.py)."""
     from raycse.tracking.tracker import Tracker
 
     tracker = Tracker(uri, "raycse-focal")
@@ -89,7 +90,8 @@ def _search_in_its_choosing_stage(uri: str) -> str:
     runs = [("s1", SEARCH, "42", FINISHED, key["a"], 87.01), ("s2", SEARCH, "42", FINISHED, key["b"], 87.09),
             ("s3", SEARCH, "42", STOPPED, key["b"], 87.50), ("c1", CHOOSE, "43", FINISHED, key["a"], 87.00),
             ("c2", CHOOSE, "44", FINISHED, key["a"], 87.20), ("c3", CHOOSE, "43", FINISHED, key["b"], 86.90),
-            ("j1", JUDGE, "46", FINISHED, key["b"], 88.40), ("c4", CHOOSE, "44", RUNNING, key["b"], 86.95)]
+            ("j1", JUDGE, "46", FINISHED, key["b"], 88.40), ("c4", CHOOSE, "44", RUNNING, key["b"], 86.95),
+            ("j2", JUDGE, "47", RUNNING, key["a"], 86.50)]
     for name, stage, seed, status, config, best in runs:
         run = tracker.start_run(name, parent_run_id=parent, tags={STAGE_TAG: stage, SEED_TAG: seed,
                                                                   STATUS_TAG: status, CONFIG_KEY_TAG: config})

@@ -29,9 +29,13 @@ def test_the_compare_plan_is_each_losss_search_plan_and_the_shared_judging(tmp_p
     plan = raycse.compare(["simcse", "focal"], budget="full", dry_run=True)
     assert isinstance(plan, ComparePlan) and list(plan.searches) == ["simcse", "focal"]
     for search in plan.searches.values():
-        judge = next(stage for stage in search.cost.stages if stage.name == "judge")
-        assert len(judge.blocks) == 1 and judge.runs() == 36  # one look: no early stop across the family
+        choose, judge = (next(stage for stage in search.cost.stages if stage.name == name) for name in ("choose",
+                                                                                                      "judge"))
+        # one look (no early stop across the family): the winner's 18 in the judging stage's Tune run, the published
+        # point's 18 after the 9 choosing runs, in theirs
+        assert len(judge.blocks) == 1 and judge.runs() == 18 and choose.runs() == 9 + 18
         assert all(trial.tests for trial in judge.blocks[0].most)  # every judging seed scores the test tasks
+        assert [trial.tests for trial in choose.blocks[0].most] == [False] * 9 + [True] * 18
     assert plan.wall_seconds() == pytest.approx(sum(s.cost.wall_seconds() for s in plan.searches.values()))
     assert plan.wall_seconds(expected=False) >= plan.wall_seconds() and plan.gpu_hours() > 0
     assert plan.disk_bytes > max(search.disk_bytes for search in plan.searches.values())

@@ -354,10 +354,13 @@ def format_dry_run(run: DryRun) -> str:
         walls = (f"{wall:>7.2f} {wall * cost.gpus:>7.2f}" if stage.cost is not None else f"{'-':>7} {'-':>7}")
         lines.append(f"{stage.name:<9} {stage.trials:>6}  {stage.seeds:<14} {stage.steps_per_trial:>6} "
                      f"{stage.evals_per_trial:>5} {busy:>8.2f} {walls}  {stage.what}")
-    judge = next((stage.cost for stage in run.stages if stage.name == "judge"), None)
-    judged = (f"the looks stop the judging after {judge.runs():.1f} of its {judge.runs(expected=False):.0f} runs "
+    judging = next((stage for stage in run.stages if stage.name == "judge"), None)
+    judge = judging.cost if judging else None
+    # the published point's first judging runs train in the choosing stage's Tune run (search_stages.published_ahead)
+    ahead = judging.trials - judge.runs(expected=False) if judge else 0
+    judged = (f"the looks stop the judging after {judge.runs() + ahead:.1f} of its {judging.trials} runs "
               f"with {LOOKS_SOURCE}; " if judge and len(judge.blocks) > 1 else "")
-    most = f"the fixed design's {judge.runs(expected=False):.0f} judging runs, " if judged else ""
+    most = f"the fixed design's {judging.trials} judging runs, " if judged else ""
     gpus = (f"; {cost.gpu_hours():.2f} GPU-hours expected, {cost.gpu_hours(expected=False):.2f} at most "
             f"({cost.gpus:g} GPU(s) held throughout)" if cost.gpus else "; no GPU")
     lines += [f"{'total':<9} {run.trials:>6}  {'':<14} {'':>6} {'':>5} {run.trial_hours:>8.2f} "

@@ -1,7 +1,8 @@
 """A search's stages as the driver runs them (raycse/driver/run.py: the untouched model's scoring beside the first
 trials, DCLR's stage 0, search, choose, judge), each with its trials, seeds and what they do, and the work the cost
 model counts for them (raycse/bench/cost_model.py): steps, evaluations, the seven test tasks where the file asks for
-them, ASHA's stops in the search stage, and one Tune run per judging look.
+them, ASHA's stops in the search stage, one Tune run per judging look, and the published point's first judging
+look in the choosing stage's Tune run where the space allows it.
 """
 from __future__ import annotations
 
@@ -54,12 +55,16 @@ def lay_out(plan: SearchSpace, steps: int, with_stage0: bool,
         confirm = plan.confirm
         blocks = seed_blocks(base.seed, top_k=confirm.top_k, choose_seeds=confirm.choose_seeds,
                              judge_seeds=confirm.judge_seeds)
+        ahead = published_ahead(plan, steps, evals)
         if blocks.choose:
             runs = confirm.top_k * len(blocks.choose)
+            beside = (f"; beside them the published point's first {len(ahead)} judging runs (judged whichever wins)"
+                      if ahead else "")
+            trials = [whole] * runs + ahead  # the order the driver runs them
             stages.append(StagePlan("choose", runs, _seed_range(blocks.choose),
-                                    f"the top {confirm.top_k} configurations on {len(blocks.choose)} fresh seeds each",
-                                    steps, evals, StageCost("choose", [Block([whole] * runs, [whole] * runs)])))
-        stages.append(judge_stage(plan, steps, evals, blocks.judge))
+                                    f"the top {confirm.top_k} configurations on {len(blocks.choose)} fresh seeds each"
+                                    f"{beside}", steps, evals, StageCost("choose", [Block(trials, trials)])))
+        stages.append(judge_stage(plan, steps, evals, blocks.judge, ahead=len(ahead)))
     return stages, [stage.cost for stage in stages if stage.cost is not None]
 
 
@@ -73,15 +78,28 @@ def search_trials(plan: SearchSpace, steps: int, tests: bool) -> list[Trial]:
     return asha_trials(plan.num_samples, steps, base.eval_steps, rungs, scheduler["reduction_factor"], tests)
 
 
-def judge_stage(plan: SearchSpace, steps: int, evals: int, seeds: tuple[int, ...]) -> StagePlan:
+def published_ahead(plan: SearchSpace, steps: int, evals: int) -> list[Trial]:
+    """The published point's judging runs of the first look, trained in the choosing stage's Tune run where the space
+    allows it (`SearchSpace.judges_published_ahead`); none otherwise."""
+    if not plan.judges_published_ahead:
+        return []
+    confirm = plan.confirm
+    on_test = confirm.judging_seeds_on_test() if plan.test_eval != "none" else 0
+    return [Trial(steps, evals, index < on_test) for index in range(confirm.judging_looks()[0])]
+
+
+def judge_stage(plan: SearchSpace, steps: int, evals: int, seeds: tuple[int, ...], ahead: int = 0) -> StagePlan:
     """The winner and the published point on the judging seeds, one Tune run per look; the first `test_seeds` score
-    the test tasks. Each look's block runs with the chance the looks give (judging_runs)."""
+    the test tasks. Each look's block runs with the chance the looks give (judging_runs). `ahead`: the published
+    point's first runs, trained in the choosing stage's Tune run (`published_ahead`), which its first look leaves
+    out (at most: a winner that is the published point leaves it nothing to train)."""
     confirm = plan.confirm
     looks = confirm.judging_looks()
     on_test = confirm.judging_seeds_on_test() if plan.test_eval != "none" else 0
     blocks, start = [], 0
     for end, reach in zip(looks, look_reach(tuple(looks))):
-        trials = [Trial(steps, evals, index < on_test) for _side in range(2) for index in range(start, end)]
+        sides = 1 if start < ahead else 2
+        trials = [Trial(steps, evals, index < on_test) for _side in range(sides) for index in range(start, end)]
         blocks.append(Block(trials, trials, reach))
         start = end
     cost = StageCost("judge", blocks)
@@ -89,7 +107,8 @@ def judge_stage(plan: SearchSpace, steps: int, evals: int, seeds: tuple[int, ...
              else f", the first {on_test} also on the seven test tasks")
     looked = (f"; looks after {', '.join(map(str, looks))} seeds: {cost.runs():.1f} runs expected" if len(looks) > 1
               else "")
-    what = f"the winner and the published point on {len(seeds)} fresh seeds each{tests}{looked}"
+    early = f"; the published point's first {ahead} trained beside the choosing runs" if ahead else ""
+    what = f"the winner and the published point on {len(seeds)} fresh seeds each{tests}{looked}{early}"
     return StagePlan("judge", 2 * len(seeds), _seed_range(seeds), what, steps, evals, cost)
 
 

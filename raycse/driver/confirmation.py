@@ -12,7 +12,7 @@ from raycse.judging.seed_scores import Baseline as DecisionBaseline
 from raycse.judging.seed_scores import ConfigScores, SeedScore
 from raycse.records import CHOOSE, JUDGE, SEARCH
 from raycse.settings.budgets import JUDGED_AS
-from raycse.settings.space import SearchSpace
+from raycse.settings.space import SearchSpace, TrialSpec
 
 
 def confirm_plan(plan: SearchSpace, budget: str) -> ConfirmPlan | None:
@@ -62,6 +62,34 @@ def published_key(plan: SearchSpace, winner_family: str | None) -> str | None:
     """The published point the winner is set against: in a conditional space (all.yaml), its own family's."""
     sampled = plan.published_sampled(winner_family if plan.conditional else None)
     return plan.config_key(sampled) if sampled is not None else None
+
+
+def published_first_look(plan: SearchSpace, budget: str, searched: list[TrialRecord]) -> list[TrialSpec]:
+    """The published point's judging runs of the first look, which can train beside the choosing runs: the published
+    point is judged whichever configuration wins (it is the winner, or the winner is set against it), and those
+    runs take no part in the choice (which reads the choosing seeds alone). None where the space does not allow it
+    (`SearchSpace.judges_published_ahead`: no choosing block, no published point, or a conditional space).
+
+    Args:
+        plan: the search's space.
+        budget: its budget (the confirmation plan's seeds follow from it).
+        searched: the search stage's trials (the configurations' sampled values are read from them).
+
+    Returns:
+        the judging runs' specs, in the order the judging stage would run them (their seeds ascending).
+
+    Example:
+        >>> published_first_look(plan, "cpu", state.searched)  # doctest: +SKIP
+        [TrialSpec(sampled={...}, seed=44, stage='judge', test=True), ...]
+    """
+    if not plan.judges_published_ahead:
+        return []
+    confirm = confirm_plan(plan, budget)
+    config = configurations(plan, searched)[published_key(plan, None)]
+    sampled = plan.sampled_of(config["family"], config["params"])
+    on_test = seeds_on_test(plan, budget)
+    return [TrialSpec(sampled, seed, JUDGE, test=seed in on_test)
+            for seed in confirm.seeds().judge[:confirm.design_looks[0]]]
 
 
 def seed_scores(runs: list[TrialRecord]) -> tuple[SeedScore, ...]:

@@ -172,8 +172,8 @@ def _answer(metrics: dict[str, float]) -> dict[str, float]:
 
 
 def _current_stage(seen: list[str], running: list[RunningTrial]) -> str:
-    if running:
-        return max((r.stage for r in running), key=STAGES.index)
+    if running:  # the earliest: the published point's first judging runs train in the choosing stage
+        return min((r.stage for r in running), key=STAGES.index)
     if seen:
         return f"after {max(seen, key=STAGES.index)}"
     return "setup (no trial yet)"

@@ -146,6 +146,14 @@ class SearchSpace:
                 return self.sampled_of(name, self.families[name].published)
         return None
 
+    @property
+    def judges_published_ahead(self) -> bool:
+        """Whether the published point's first judging look trains beside the choosing runs (raycse/driver/stages/
+        choose.py): with a choosing block (top_k above 1) and one published point whatever wins, that is, in a
+        space that is not conditional (a conditional one sets the winner against its own family's)."""
+        return (self.confirm is not None and self.confirm.top_k > 1 and not self.conditional
+                and self.published_sampled() is not None)
+
     def define_by_run(self, trial) -> None:
         """Optuna define-by-run: the family first (conditional files), then that family's parameters."""
         if self.conditional:

@@ -2,6 +2,13 @@
 more than one configuration, the top_k trained on the choosing block's fresh seeds; the winner is the best mean
 there (raycse/judging/decision.py). With top_k 1 (or no confirmation stage) the search stage's first is the winner.
 
+The published point's judging runs of the first look train in the same Tune experiment, after the choosing runs
+(`confirmation.published_first_look`): they are needed whichever configuration wins and take no part in the choice,
+and the choosing block alone rarely fills every slot to its end (9 runs on 4 slots). The judging stage then trains
+only the winner's, and when the winner is the published point nothing at all: its first look starts no Tune
+experiment, whose trial processes Tune would start anew. They are judging runs in every record (stage `judge`), and
+only the judging block reads them.
+
 Resume: the ranking is kept on the parent run (a tag) once made, so a resumed search trains the same
 configurations on the same seeds; the stage's Tune experiment is restored.
 """
@@ -16,14 +23,14 @@ from raycse.driver.state import SearchState
 from raycse.driver.tune import runner
 from raycse.judging.decision import choose_winner
 from raycse.judging.ranking import Ranked, rank_for_confirmation
-from raycse.records import CHOOSE, RANKING_TAG, WINNER_TAG
+from raycse.records import CHOOSE, JUDGE, RANKING_TAG, WINNER_TAG
 from raycse.settings.space import TrialSpec
 
 
 class ChooseStage(Stage):
     name = CHOOSE
     needs = ("plan", "budget", "tracker", "parent_run_id", "searched")
-    produces = ("ranking", "choose_runs", "winner_key")
+    produces = ("ranking", "choose_runs", "winner_key")  # and the judging runs it trained ahead (judge_runs)
 
     def run(self, state: SearchState) -> None:
         plan = state.plan
@@ -43,9 +50,15 @@ class ChooseStage(Stage):
                        for key, c in confirmation.configurations(plan, state.searched).items()}
             seeds = confirm.seeds().choose
             specs = [TrialSpec(sampled[r.key], seed, CHOOSE) for r in ranking for seed in seeds]
+            ahead = confirmation.published_first_look(plan, state.budget, state.searched)
+            beside = (f"; beside them, the published point's first judging look on seeds {ahead[0].seed}-"
+                      f"{ahead[-1].seed} ({len(ahead)} runs: it is judged whichever configuration wins)"
+                      if ahead else "")
             state.log(f"Choosing: the top {len(ranking)} configuration(s) of the search, each on seeds "
-                      f"{seeds[0]}-{seeds[-1]} ({len(specs)} runs).")
-            state.choose_runs = runner.run_fixed(state, plan, CHOOSE, specs)
+                      f"{seeds[0]}-{seeds[-1]} ({len(specs)} runs){beside}.")
+            runs = runner.run_fixed(state, plan, CHOOSE, specs + ahead)
+            state.choose_runs = [run for run in runs if run.stage == CHOOSE]
+            state.judge_runs = [run for run in runs if run.stage == JUDGE]
         if confirm is None:
             state.winner_key = ranking[0].key if ranking else None
         else:

@@ -3,6 +3,10 @@
 default) score their best checkpoint on the seven test tasks (unless the space turns them off): the judged figure
 and the answer's test table are made of them.
 
+The published point's runs of the first look were trained beside the choosing runs (choose.py) where the space
+allows it: the stage trains only the runs still missing, and when the winner is the published point, the first look
+starts no Tune experiment at all.
+
 Sequential looks: with a plan of several looks (6, 9, 12, 18 seeds on the full budget), each look's new seeds are
 one Tune experiment (`judge` for the first, `judge-look2` ...). After each, the decision is taken on every judging
 run so far; when a boundary is crossed, or the judgment is futile, no further look is started (its trials never
@@ -42,15 +46,18 @@ class JudgeStage(Stage):
         if plan.test_eval != "none" and len(on_test) < len(seeds):
             on_test_note = f"; the test tasks on seed{'s' if len(on_test) > 1 else ''} {', '.join(map(str, on_test))}"
         looked = f", looking after {', '.join(map(str, looks))} seeds" if len(looks) > 1 else ""
+        ahead = f"; {len(state.judge_runs)} trained beside the choosing runs" if state.judge_runs else ""
         state.log(f"Judging: the winner{' and the published point' if len(keys) > 1 else ''} on the fresh seeds "
-                  f"{seeds[0]}-{seeds[-1]} ({len(keys) * len(seeds)} runs at most{looked}{on_test_note}).")
-        runs, start = [], 0
+                  f"{seeds[0]}-{seeds[-1]} ({len(keys) * len(seeds)} runs at most{looked}{on_test_note}{ahead}).")
+        runs, start = list(state.judge_runs or []), 0
+        trained = {(run.config_key, run.seed) for run in runs}  # beside the choosing runs (choose.py)
         for number, end in enumerate(looks, start=1):
             specs = [TrialSpec(plan.sampled_of(configs[key]["family"], configs[key]["params"]), seed, JUDGE,
                                test=seed in on_test)
-                     for key in keys for seed in seeds[start:end]]
-            runs += runner.run_fixed(state, plan, JUDGE, specs, part="" if number == 1 else f"look{number}",
-                                          drop_lost=False)
+                     for key in keys for seed in seeds[start:end] if (key, seed) not in trained]
+            if specs:
+                runs += runner.run_fixed(state, plan, JUDGE, specs, part="" if number == 1 else f"look{number}",
+                                         drop_lost=False)
             start = end
             if number < len(looks):
                 decision = decide(confirmation.config_scores(state.ranking or [], published, state.choose_runs or [],
