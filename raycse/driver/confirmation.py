@@ -84,12 +84,32 @@ def published_first_look(plan: SearchSpace, budget: str, searched: list[TrialRec
     """
     if not plan.judges_published_ahead:
         return []
-    confirm = confirm_plan(plan, budget)
-    config = configurations(plan, searched)[published_key(plan, None)]
-    sampled = plan.sampled_of(config["family"], config["params"])
+    confirm, key = confirm_plan(plan, budget), published_key(plan, None)
+    return judging_specs(plan, budget, configurations(plan, searched),
+                         [(key, seed) for seed in confirm.seeds().judge[:confirm.design_looks[0]]])
+
+
+def judging_specs(plan: SearchSpace, budget: str, configs: dict[str, dict],
+                  runs: list[tuple[str, int]]) -> list[TrialSpec]:
+    """The judging runs `runs` ((configuration key, judging seed) pairs, keys of `configs`) as Tune trials: those of
+    the first `test_seeds` judging seeds also score the seven test tasks.
+
+    Args:
+        plan: the search's space.
+        budget: its budget.
+        configs: key -> {family, params} (`configurations`).
+        runs: the (key, seed) pairs, in the order they are to run.
+
+    Returns:
+        one TrialSpec per pair, in that order.
+
+    Example:
+        >>> judging_specs(plan, "cpu", configs, [(published, 44)])  # doctest: +SKIP
+        [TrialSpec(sampled={...}, seed=44, stage='judge', test=True)]
+    """
     on_test = seeds_on_test(plan, budget)
-    return [TrialSpec(sampled, seed, JUDGE, test=seed in on_test)
-            for seed in confirm.seeds().judge[:confirm.design_looks[0]]]
+    return [TrialSpec(plan.sampled_of(configs[key]["family"], configs[key]["params"]), seed, JUDGE,
+                      test=seed in on_test) for key, seed in runs]
 
 
 def seed_scores(runs: list[TrialRecord]) -> tuple[SeedScore, ...]:

@@ -22,7 +22,6 @@ from raycse.driver.state import SearchState
 from raycse.driver.tune import runner
 from raycse.judging.decision import decide
 from raycse.records import JUDGE
-from raycse.settings.space import TrialSpec
 
 
 class JudgeStage(Stage):
@@ -52,9 +51,8 @@ class JudgeStage(Stage):
         runs, start = list(state.judge_runs or []), 0
         trained = {(run.config_key, run.seed) for run in runs}  # beside the choosing runs (choose.py)
         for number, end in enumerate(looks, start=1):
-            specs = [TrialSpec(plan.sampled_of(configs[key]["family"], configs[key]["params"]), seed, JUDGE,
-                               test=seed in on_test)
-                     for key in keys for seed in seeds[start:end] if (key, seed) not in trained]
+            specs = confirmation.judging_specs(plan, state.budget, configs, [
+                (key, seed) for key in keys for seed in seeds[start:end] if (key, seed) not in trained])
             if specs:
                 runs += runner.run_fixed(state, plan, JUDGE, specs, part="" if number == 1 else f"look{number}",
                                          drop_lost=False)
