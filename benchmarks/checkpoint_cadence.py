@@ -2,7 +2,7 @@
 at every evaluation (the rule before it), on this machine.
 
     python benchmarks/checkpoint_cadence.py --shape minilm --steps 48 --eval-steps 4 \
-        --output benchmarks/results/checkpoint-cadence-2026-11-26/minilm.json
+        --output benchmarks/results/paper-scale/2026-11-26-cpu2-checkpoint-cadence/minilm.json
 
 A search trial's checkpoint path, without Ray: the trainer (raycse.training.trainer.train) writes best/ whenever the
 objective improves and last/ when due; every evaluation that wrote last/ hands the folder over, and the handing
@@ -59,9 +59,9 @@ def dev_file(folder: Path, pairs: int) -> str:
 
 def stand_in(folder: Path, shape: str) -> str:
     """BERT's `shape` with random weights and the packaged tokenizer, saved as a model directory."""
-    from raycse.bench.synthetic import load_tokenizer, make_encoder
+    from raycse.bench.synthetic import bench_tokenizer, make_encoder
 
-    tokenizer = load_tokenizer()
+    tokenizer = bench_tokenizer()
     encoder = make_encoder(shape, tokenizer, "eager", seed=0, pooler="cls")
     encoder.backbone.save_pretrained(folder / "model")
     tokenizer.save_pretrained(folder / "model")

@@ -30,7 +30,8 @@ import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 # all-MiniLM-L6-v2 (the packaged fp32 weights) on STS-B dev with its own mean pooling, on the 2-core CPU
-# (`raycse eval --model minilm --pooler avg --tasks stsb-dev`: 86.71699; its fp16 copy 86.71792, benchmarks/README.md)
+# (`raycse eval --model minilm --pooler avg --tasks stsb-dev`: 86.71699; its fp16 copy 86.71792,
+# benchmarks/gpu-suite.md)
 MINILM_STSB_DEV = 86.72
 MINILM_TOLERANCE = 0.05
 WHEELS = Path(_HERE) / "device_wheels.txt"
@@ -341,7 +342,32 @@ def summarize(part: str, out: Path) -> str:
             else:
                 cells.append(f"{name} {data['ms_per_step']:.2f} ms")
         return "step (ms a step; concurrent: aggregate x one trial): " + "; ".join(cells)
+    if part == "peers":
+        return peers_line(out)
     raise SystemExit(f"unknown part {part}")
+
+
+def peers_line(out: Path) -> str:
+    """benchmarks/peers.py's records (peers-SHAPE.json): each shape's training-run and search ratios, recipe / raycse
+    (above 1: raycse faster), and both sides' objective."""
+    cells = []
+    for path in sorted(out.glob("peers-*.json"), key=os.path.getmtime):
+        data = json.loads(path.read_text())
+        name = data["setting"]["shape"] + (" (random weights)" if data["setting"]["random_weights"] else "")
+        cell = [name]
+        if "train" in data:
+            t, sides = data["train"], data["train"]["sides"]
+            ratio, objective = t["ratios"], {side: sides[side]["objective"]["mean"] for side in sides}
+            cell.append(f"training run {ratio['wall']:.2f}x on wall clock (steps {ratio['steps']:.2f}x, evaluations "
+                        f"{ratio['evaluations']:.2f}x), objective raycse {objective['raycse']:.2f}, recipe "
+                        f"{objective['recipe']:.2f}")
+        if "search" in data:
+            s = data["search"]
+            cell.append(f"{len(s['raycse']['trials'])}-trial search {s['ratios']['device_s']:.2f}x on device-seconds")
+        cells.append(" ".join(cell[:1]) + ": " + "; ".join(cell[1:]))
+    if not cells:
+        return "peers: no peers-*.json yet (not finished: run the same call again, it goes on)"
+    return "peers (recipe / raycse; above 1: raycse faster): " + " | ".join(cells)
 
 
 def main(argv: list[str] | None = None) -> int:

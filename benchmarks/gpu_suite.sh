@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every GPU figure of benchmarks/README.md, in parts that each fit one 10-minute call of the device tool:
+# Every GPU figure of the benchmarks/ pages, in parts that each fit one 10-minute call of the device tool:
 #
 #   bash benchmarks/gpu_suite.sh [--rehearse] [--random-weights] OUTDIR [PART...]
 #
@@ -11,6 +11,10 @@
 #   search     the full focal.yaml search on the real weights: search stage, choosing, sequential judging, test tasks
 #   search-cold  (named only) the same search with --no-warm-workers: each stage starts its own trial processes
 #   search-four  (named only) the same search at four trials a GPU (gpus_per_worker 0.25), where `auto` gives eight
+#   peers      (named only) raycse against sentence-transformers' SimCSE recipe and an Optuna loop around it
+#              (benchmarks/peers.py --size gpu: batch 64, length 32, an evaluation every 125 steps): MiniLM's training
+#              runs and 8-trial searches, then BERT-base's training runs (its shape, random weights: timings); each
+#              shape skipped once its JSON is written, so a second call finishes what the first could not
 #   sampler    the default sampler against random on the full budget's search stage, sampler seeds 0, 1, 2 each
 #   cached     gradient caching on BERT-base (raycse bench --cached): eager, then compiled
 #   landscape  the dense landscape (benchmarks/landscape.py --preset gpu)
@@ -40,7 +44,7 @@ while [[ ${1:-} == --* ]]; do
   esac
   shift
 done
-out=${1:?usage: gpu_suite.sh [--rehearse] [--random-weights] OUTDIR [paper search sampler cached landscape step search-cold search-four]}; shift
+out=${1:?usage: gpu_suite.sh [--rehearse] [--random-weights] OUTDIR [paper search sampler cached landscape step search-cold search-four peers]}; shift
 parts=$*
 mkdir -p "$out/state" && out=$(cd "$out" && pwd)
 helpers=$PWD/benchmarks/gpu_suite.py
@@ -58,6 +62,7 @@ if ((rehearse)); then
   landscape=(--preset rehearse --space "$space" --jobs 2)
   big=tiny small=tiny b=8 B=16 steps=2 warm=1 trials="1 2" cached_steps=(--steps 1 --warmup 0)
   cached_losses=(simcse simcse)  # eager, compiled
+  peer_shapes=minilm peers=(--size tiny --model "$out/rehearsal/tiny-bert" --seeds 1 --trials 2)
   kill_first_search="finished: best objective"
   paper=(--rehearse "$out/rehearsal")  # the 2-layer BERT, 6 steps of 8, 2,048 sentences, 2 trials on the fake GPU
   parts=${parts:-paper search search sampler cached landscape step}  # the search twice: killed, then resumed
@@ -69,6 +74,7 @@ else
   landscape=(--preset gpu --jobs 8)
   big=bert-base small=minilm b=64 B=512 steps=50 warm=10 trials="1 2 4 8" cached_steps=(--steps 20 --warmup 5)
   cached_losses=(simcse,focal,simcse-sup,dclr simcse,focal)  # eager, compiled (about 40 s to compile a graph)
+  peer_shapes="minilm bert-base" peers=(--size gpu)
   kill_first_search=""
   paper=()
   parts=${parts:-paper search sampler cached landscape step}
@@ -76,13 +82,13 @@ fi
 source benchmarks/device_env.sh || exit 1
 # the real weights are checked before anything else runs (the parts that time random-weight shapes need none; the
 # paper part needs only the tokenizer of what `minilm` resolves to)
-if [[ " $parts " =~ \ (paper|search|sampler|landscape)\  ]]; then
+if [[ " $parts " =~ \ (paper|search|sampler|landscape|peers)\  ]]; then
   device_minilm || { echo "gpu_suite: error: the model check failed; nothing ran" >&2; exit 1; }
 fi
-if [[ " $parts " =~ \ (paper|search|sampler|step)\  ]]; then
+if [[ " $parts " =~ \ (paper|search|sampler|step|peers)\  ]]; then
   python3 -c "import ray.tune, ray.train, optuna, mlflow, sqlalchemy" || {
     echo "gpu_suite: error: Ray, Optuna or MLflow is missing: carry .whl and .gpu (a machine that went cold has lost" \
-         "them; benchmarks/README.md, the call plan)" >&2; exit 1; }
+         "them; benchmarks/gpu-suite.md, the call plan)" >&2; exit 1; }
 fi
 
 # ------------------------------------------------------------------------------------------------- the helpers
@@ -201,7 +207,16 @@ for part in $parts; do
     bench step-bert-base-512-eager --shape "$big" --batch-size "$B" --steps "$steps" --warmup "$warm" --no-compile --no-eval --no-baseline
     summary step
     ;;
-  *) echo "gpu_suite: unknown part $part (paper search sampler cached landscape step)" >&2; exit 2 ;;
+  peers)  # the training runs of each shape (MiniLM's with the searches: the issue's "search takes <= 1/3")
+    for shape in $peer_shapes; do
+      [ -s "$out/peers-$shape.json" ] && continue
+      what=(train search); [ "$shape" = bert-base ] && what=(train)
+      run peers python3 benchmarks/peers.py "${peers[@]}" --shape "$shape" --parts "${what[@]}" \
+        --work "$out/state/peers-$shape" --output "$out/peers-$shape.json" || break
+    done
+    summary peers
+    ;;
+  *) echo "gpu_suite: unknown part $part (paper search sampler cached landscape step peers)" >&2; exit 2 ;;
   esac
 done
 echo "== done in ${SECONDS} s; summary lines in $out/summary.txt"

@@ -48,10 +48,10 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 from scipy import stats as scipy_stats  # noqa: E402
 
-from raycse.judging.confirmation_plan import FULL_DEFAULTS, ConfirmPlan  # noqa: E402
+from raycse.judging.confirmation_plan import ConfirmPlan  # noqa: E402
 from raycse.judging.decision import choose_winner, decide  # noqa: E402
 from raycse.judging.ranking import TrialCurve, rank_for_confirmation  # noqa: E402
-from raycse.judging.seed_scores import Baseline, ConfigScores, SeedScore  # noqa: E402
+from raycse.judging.seed_scores import ConfigScores, SeedScore, UntouchedFigures  # noqa: E402
 from raycse.records import DIVERGED, FINISHED, STOPPED  # noqa: E402
 
 EVALS, RUNGS, RF, RHO = 8, (1, 2, 4), 2, 0.7
@@ -146,8 +146,8 @@ def simulate(space: str, reps: int, *, share: float, divergence: float, spread: 
     search = _curves(rng, dev_mean, reps, n_trials)
     reached = _asha(search)
     diverged = rng.random((reps, n_trials)) < p_fail
-    fixed_plan = ConfirmPlan(budget="full", top_k=3, choose_seeds=3, judge_seeds=18)
-    seq_plan = ConfirmPlan(budget="full", top_k=3, choose_seeds=3, judge_seeds=18, looks=FULL_DEFAULTS["looks"])
+    fixed_plan = ConfirmPlan(budget="full", top_k=3, choose_seeds=3, judge_seeds=18, looks=(18,))  # one look
+    seq_plan = ConfirmPlan(budget="full", top_k=3, choose_seeds=3, judge_seeds=18)  # the default looks
     seeds = fixed_plan.seeds()
     out = {k: [] for k in ("diff_fixed", "true_diff", "beats_p_fixed", "beats_p_seq", "beats_b_fixed", "beats_b_seq",
                            "truth_p", "truth_b", "runs_seq", "diff_seq", "diff_seq_naive")}
@@ -180,7 +180,7 @@ def simulate(space: str, reps: int, *, share: float, divergence: float, spread: 
         w = int(winner)
         pub = (w // per) * per
         judged = {k: block(k, seeds.judge, True) for k in {w, pub}}
-        base = Baseline(0.0, {"avg": 0.0})
+        base = UntouchedFigures(0.0, {"avg": 0.0})
 
         def configs(n, w=w, pub=pub, judged=judged, ranked=ranked, winner=winner):
             cs = [ConfigScores(c.key, c.search_rank, choose=c.choose, judge=judged[w][:n] if c.key == winner else ())
@@ -193,7 +193,7 @@ def simulate(space: str, reps: int, *, share: float, divergence: float, spread: 
             return cs
 
         fixed = decide(configs(18), published=str(pub), baseline=base, plan=fixed_plan)
-        for n in seq_plan.looks:  # as the judge stage: decide after each look, stop when it says so
+        for n in seq_plan.design_looks:  # as the judge stage: decide after each look, stop when it says so
             seq = decide(configs(n), published=str(pub), baseline=base, plan=seq_plan)
             if seq.stopped:
                 break

@@ -19,7 +19,7 @@ The setting: focal.yaml's space (tau, m, lr) on the packaged all-MiniLM-L6-v2 tr
 (CLS + MLP head, evaluated as cls_before_pooler). The model was trained for mean pooling; its CLS vector is not
 (79.7 STS-B dev untouched, against 87 for mean pooling), so a short training moves it by points and tau and lr
 decide by how much. With the model's own mean pooling every configuration lands within a fraction of a point
-(benchmarks/README.md: 87.05-87.29), below seed noise.
+(benchmarks/search-quality.md: 87.05-87.29), below seed noise.
 
 The design is a scrambled Sobol sequence over the space's unit cube (log scale for loguniform parameters), plus the
 published point, rather than a grid: a grid of n points in d = 3 dimensions gives each parameter only n^(1/3)

@@ -3,7 +3,7 @@
 The device tool carries at most 64 MiB of ignored files with a working tree; the packaged model's fp32 weights are
 87 MiB. Half precision halves them, and raycse loads any checkpoint into float32 master weights
 (`Encoder.from_pretrained`), so the only change is fp16's rounding of the weights (10 mantissa bits: a relative
-error of at most 2^-11). What that rounding does to STS-B dev is measured, not assumed (benchmarks/README.md):
+error of at most 2^-11). What that rounding does to STS-B dev is measured, not assumed (benchmarks/gpu-suite.md):
 
     python benchmarks/minilm_fp16.py                       # writes .gpu/minilm-fp16/ (git-ignored)
     raycse eval --model .gpu/minilm-fp16 --pooler avg --tasks stsb-dev

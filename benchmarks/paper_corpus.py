@@ -1,7 +1,7 @@
 """The papers' corpus at its size, on this machine: what the driver pays to tokenise a million sentences once for a
 whole search, and what a trial pays to receive the ids.
 
-    python benchmarks/paper_corpus.py --output benchmarks/results/paper-corpus-cpu-2026-11-26.json
+    python benchmarks/paper_corpus.py --output benchmarks/results/paper-scale/2026-11-26-cpu2-corpus/paper-corpus.json
 
 The corpus is `synthetic-wiki1m` (raycse/data/synthetic_corpus.py: wiki1m's 1,000,000 sentences, recombined from
 the bundled sample, no download); the tokenizer is the packaged all-MiniLM-L6-v2's, which is bert-base-uncased's

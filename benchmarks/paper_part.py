@@ -60,7 +60,7 @@ REHEARSAL = {"shape": "tiny", "steps": 6, "eval_steps": 2, "batch_size": 8, "sha
 SAMPLE_S = 1.0
 PAPER_BATCH = 64  # focal.yaml's paper budget's batch
 PREDICTION_MARGIN = 1.0  # a search starts only when its predicted wall clock (and a minute) fits: the three
-# searches of 2026-11-26 on an H100 took 0.81-0.97 of their prediction (benchmarks/results/h100-paper-2026-11-26)
+# searches of 2026-11-26 on an H100 took 0.81-0.97 of their prediction (benchmarks/results/paper-scale/2026-11-26-h100)
 
 
 def load_gpu_suite():
@@ -79,10 +79,10 @@ def random_model(folder: Path, shape: str, weights: bool = True) -> Path:
         import torch
         from transformers import BertModel
 
-        from raycse.bench.synthetic import bert_config, load_tokenizer
+        from raycse.bench.synthetic import bench_tokenizer, bert_config
 
         torch.manual_seed(0)
-        tokenizer = load_tokenizer()
+        tokenizer = bench_tokenizer()
         config = bert_config(shape, len(tokenizer), "sdpa")
         (BertModel(config) if weights else config).save_pretrained(folder)
         tokenizer.save_pretrained(folder)
@@ -247,8 +247,8 @@ def predict(space: Path, step_ms: float | None = None, step_source: str | None =
     --gpus 1` prints them), each with its source; None when it refuses (no recorded GPU step for the shape and none
     given)."""
     import raycse
-    from raycse.bench.cost_model import BEST_COPIES, LAST_COPIES
     from raycse.errors import ConfigError
+    from raycse.planning.cost_model import BEST_COPIES, LAST_COPIES
 
     try:
         run = raycse.plan(str(space), step_ms=step_ms, gpus=1, budget="paper", confirm=False)
@@ -257,7 +257,7 @@ def predict(space: Path, step_ms: float | None = None, step_source: str | None =
     rates, cost = run.rates, run.cost
     trial = next(stage for stage in cost.stages if stage.name == "search").blocks[0].most[0]
     work = trial.steps * rates.step.value + trial.evals * rates.dev_eval.value
-    model = "the cost model (raycse/bench/cost_model.py)"
+    model = "the cost model (raycse/planning/cost_model.py)"
     weights = run.weight_bytes or 0
     figures = {"wall_s": _figure(cost.wall_seconds(), model),
                "step_ms": _figure(1000 * rates.step.value, step_source or rates.step.source),

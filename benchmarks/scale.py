@@ -79,21 +79,28 @@ def tiny_model(directory: Path) -> str:
 def make_curve(name: str, steps: tuple[int, ...], published: dict):
     """The curve source: 'parametric' (a peak near the published point), or a landscape file whose surrogate
     (benchmarks/surrogate.py, where present) gives `curve(params, seed)`."""
-    from raycse.bench.simulated_trial import ParametricCurve
-
     if name == "parametric":
         optimum = {k: v * 0.8 if isinstance(v, float) else v for k, v in published.items()}
-        return ParametricCurve(steps=steps, optimum=optimum)
-    import importlib.util
-
+        return sibling("simulated_trial").ParametricCurve(steps=steps, optimum=optimum)
     from ray import cloudpickle
 
-    spec = importlib.util.spec_from_file_location("surrogate", Path(_HERE) / "surrogate.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["surrogate"] = module
-    spec.loader.exec_module(module)
+    module = sibling("surrogate")
     cloudpickle.register_pickle_by_value(module)  # the workers get the class with the object: no path to set up
     return module.Surrogate.load(name)
+
+
+def sibling(name: str):
+    """A module of benchmarks/ by path, once (this folder is off sys.path: benchmarks/concurrent.py would shadow the
+    standard library's `concurrent`)."""
+    if name in sys.modules:
+        return sys.modules[name]
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, Path(_HERE) / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def fake_cluster(gpus: int, slots: int) -> None:
@@ -225,14 +232,14 @@ def run_one(args) -> dict:
     """One size, in this process: the search, then its figures (OUT/result.json)."""
     import dataclasses as dc
 
-    from raycse.bench.simulated_trial import SimulatedTrials
-    from raycse.bench.trial_workers import WorkerRequests
     from raycse.driver.run import run_stages
-    from raycse.driver.state import SearchOptions
+    from raycse.driver.state import BenchmarkHook, SearchOptions
     from raycse.records import phase_key
     from raycse.settings.space import load_space
     from raycse.tracking.latency import LATENCIES
 
+    SimulatedTrials = sibling("simulated_trial").SimulatedTrials
+    WorkerRequests = sibling("trial_workers").WorkerRequests
     out = Path(args.output).resolve()
     out.mkdir(parents=True, exist_ok=True)
     os.chdir(out)  # the report page is written to the working directory
@@ -254,7 +261,7 @@ def run_one(args) -> dict:
     tracking_uri = args.tracking_uri or f"sqlite:///{out / 'mlflow.db'}"
     options = SearchOptions(tracking_uri=tracking_uri, storage_path=str(out / "ray"), budget="full", confirm=False,
                             optuna_storage=args.optuna_storage or f"sqlite:///{out / 'optuna.db'}",
-                            trial_stand_in=stand_in)
+                            benchmark=BenchmarkHook(trial_stand_in=stand_in))
     fake_cluster(args.gpus, slots)
     profiler = None
     if args.profile:

@@ -4,7 +4,7 @@ Each strategy searches the same space with the same budget of training steps for
 stopper ends the stage once its trials took that many steps in all), then confirms its best configuration over
 the same seeds as every other strategy, so that the comparison is of confirmed means, not of lucky single runs.
 
-    python benchmarks/search_quality.py --setting cpu --output benchmarks/results/search-quality-cpu
+    python benchmarks/search_quality.py --setting cpu --output benchmarks/results/search-quality/2026-11-22-cpu2
     python benchmarks/search_quality.py --setting gpu --output OUT        # the full MiniLM setting (a GPU)
     python benchmarks/search_quality.py --landscape benchmarks/landscapes/focal-minilm-cls-cpu.json
         # no training: >= 100 searches per strategy replayed against a recorded landscape (search_replay.py)
@@ -33,6 +33,7 @@ import argparse  # noqa: E402
 import dataclasses  # noqa: E402
 import json  # noqa: E402
 import time  # noqa: E402
+from datetime import date  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 SETTINGS = {
@@ -67,7 +68,7 @@ def landscape_main(args) -> int:
     replayed = _benchmark_module("search_replay")
     report = replayed.run_benchmark(surrogate, reps=args.reps, slots=args.slots, processes=args.processes)
     report["landscape"] = args.landscape
-    out = Path(args.output or f"benchmarks/results/search-quality-{Path(args.landscape).stem}")
+    out = Path(args.output or f"benchmarks/results/search-quality/{date.today()}-{Path(args.landscape).stem}")
     out.mkdir(parents=True, exist_ok=True)
     print(f"{Path(args.landscape).name}: landscape's best {report['optimum']['true_objective']:.2f}, published "
           f"point {report['published']['true_objective']:.2f}, untouched {report['untouched']}; {report['reps']} "
@@ -90,8 +91,8 @@ def landscape_main(args) -> int:
 
 def run_strategy(strategy: str, setting: dict, out: Path, tracking_uri: str) -> dict:
     from raycse.driver.run import run_search
-    from raycse.driver.state import SearchOptions
-    from raycse.settings.confirm import Confirm
+    from raycse.driver.state import BenchmarkHook, SearchOptions
+    from raycse.judging.confirmation_plan import ConfirmPlan
     from raycse.settings.space import load_space
 
     space = load_space(setting["space"])
@@ -100,16 +101,17 @@ def run_strategy(strategy: str, setting: dict, out: Path, tracking_uri: str) -> 
     # no test tasks (the comparison is of dev objectives), trials until the step budget is spent, one configuration
     # confirmed
     space = dataclasses.replace(space, experiment=f"{space.experiment}-{strategy}", cpu_budget=None,
-                                confirm=Confirm(1, setting["seeds"]), test_eval="none", num_samples=64)
+                                confirm=ConfirmPlan(1, setting["seeds"]), test_eval="none", num_samples=64)
     options = SearchOptions(
         tracking_uri=tracking_uri, storage_path=str(out / "ray_results"), budget=setting["budget"],
         optuna_storage=f"sqlite:///{(out / 'optuna.db').resolve()}",
-        sampler={"tpe+asha": "tpe", "random": "random", "grid": "grid"}[strategy],
-        grid=setting["grid"] if strategy == "grid" else None,
-        scheduler="asha" if strategy == "tpe+asha" else "fifo",
-        grace_evals=1 if strategy == "tpe+asha" else None,  # ASHA may stop a trial at its first evaluation
-        # the grid's size is its budget (GRIDS hold trials_of_budget points); the samplers stop at the same steps
-        max_total_steps=None if strategy == "grid" else setting["trial_steps"] * setting["trials_of_budget"])
+        benchmark=BenchmarkHook(
+            sampler={"tpe+asha": "tpe", "random": "random", "grid": None}[strategy],
+            grid=setting["grid"] if strategy == "grid" else None,
+            scheduler="asha" if strategy == "tpe+asha" else "fifo",
+            grace_evals=1 if strategy == "tpe+asha" else None,  # ASHA may stop a trial at its first evaluation
+            # the grid's size is its budget (GRIDS hold trials_of_budget points); the samplers stop at the same steps
+            max_total_steps=None if strategy == "grid" else setting["trial_steps"] * setting["trials_of_budget"]))
     started = time.perf_counter()
     outcome = run_search(space, options, log=lambda line: None)
     wall = time.perf_counter() - started

@@ -5,7 +5,7 @@ builds (so that what is measured is what users run):
 
   searcher   raycse.driver.tune.searcher.TaggedOptunaSearch over the sampler raycse.sampling.samplers builds from the
              plan (the published point enqueued first, an in-memory study instead of the SQLite one);
-  scheduler  raycse.driver.plan.scheduler(plan): ASHA over training steps from the space's scheduler settings
+  scheduler  driver/tune/newest_first.scheduler(plan): ASHA over training steps from the space's scheduler settings
              (grace period, reduction factor, max_t), or FIFO;
   ranking    raycse.judging.ranking.rank_for_confirmation: the configuration the search hands to confirmation.
 
@@ -110,7 +110,7 @@ def replay(surrogate, *, strategy: str, asha: bool, budget: int, slots: int, see
     sampler and, offset, the trials' training seed (so each repetition draws its own seed luck)."""
     from ray.tune.schedulers import TrialScheduler
 
-    from raycse.driver import plan as planning
+    from raycse.driver.tune import newest_first
     from raycse.driver.tune.searcher import TaggedOptunaSearch
     from raycse.judging.ranking import TrialCurve, rank_for_confirmation
     from raycse.records import FINAL, FINISHED, OBJECTIVE, STOPPED
@@ -119,7 +119,7 @@ def replay(surrogate, *, strategy: str, asha: bool, budget: int, slots: int, see
     grid = strategy == "grid"
     plan = plan_of(surrogate, sampler="random" if grid else strategy, asha=asha, budget=budget, seed=seed,
                    settings=settings)
-    scheduler = planning.scheduler(plan)
+    scheduler = newest_first.scheduler(plan)
     scheduler.set_search_properties(OBJECTIVE, "max")
     searcher = None
     if not grid:

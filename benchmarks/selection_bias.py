@@ -57,7 +57,7 @@ from scipy import stats as scipy_stats  # noqa: E402
 from raycse.judging.confirmation_plan import ConfirmPlan, default_plan  # noqa: E402
 from raycse.judging.decision import choose_winner, decide  # noqa: E402
 from raycse.judging.ranking import TrialCurve, rank_for_confirmation  # noqa: E402
-from raycse.judging.seed_scores import Baseline, ConfigScores, SeedScore  # noqa: E402
+from raycse.judging.seed_scores import ConfigScores, SeedScore, UntouchedFigures  # noqa: E402
 from raycse.records import FINISHED, STOPPED  # noqa: E402
 
 # the budgets of search_spaces/focal.yaml: trials, evaluation steps, whether ASHA can stop a trial, and today's
@@ -135,7 +135,7 @@ def simulate_decision(rng: np.random.Generator, budget: str, plan: ConfirmPlan, 
     choose = run_figures(rng, (reps, k, len(seeds.choose)), model) + means[:, :, None]
     judge = run_figures(rng, (reps, k, len(seeds.judge)), model) + means[:, :, None]
     judge_test = rng.standard_normal((reps, k, len(seeds.judge))) + means[:, :, None]
-    baseline = Baseline(dev=0.0, test={plan.test_key: 0.0})
+    baseline = UntouchedFigures(dev=0.0, test={plan.test_key: 0.0})
     published = "c0"
     out = {name: np.zeros(reps) for name in ("diff", "true_diff", "beats_published", "below_published",
                                              "beats_baseline", "winner_is_better", "better_ranked", "detectable",

@@ -1,6 +1,6 @@
 """A search's per-trial fixed costs, each measured without and with what raycse shares, in one run.
 
-    python benchmarks/trial_overheads.py --output benchmarks/results/trial-overheads-cpu.json
+    python benchmarks/trial_overheads.py --output benchmarks/results/fixed-costs/2026-11-22-cpu2/trial-overheads.json
 
   corpus tokens    every batch of one epoch (bundled corpus, batch 64): tokenised by each trial, against padded
                    from the ids the driver made once (raycse.data.tokens; the one-time cost is reported too)
@@ -11,7 +11,7 @@
   worker start     N short Tune trials that import the trainer: a new Ray worker per trial (reuse_actors=False),
                    against Tune reusing its workers (reuse_actors=True, as raycse's search does)
 
-Compilation is not here: it happens on CUDA only (benchmarks/README.md gives the GPU figures).
+Compilation is not here: it happens on CUDA only (benchmarks/step-speed.md gives the GPU figures).
 """
 from __future__ import annotations
 

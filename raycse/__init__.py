@@ -12,6 +12,20 @@ The Python API, which the command line (`raycse --help`) is a thin layer over:
     raycse.report(experiment)              the report page of a search -> the text `raycse report` prints
     raycse.export(experiment, folder)      the winner as a sentence-transformers folder with a model card
 
+The package, by layer (lowest first; a module imports only its own layer or a lower one, docs/architecture.md):
+
+    errors.py records.py files.py stats.py seeds.py   the small leaves everything may use
+    judging/ sampling/         the statistics of the answer (pure), the sampler table
+    losses/ data/ encoder/     the losses, the training data, the encoder
+    evaluation/                the STS tasks and the objectives
+    settings/                  TrainConfig and the space file, validated once, at the edge
+    tracking/                  the only door to MLflow
+    training/                  the training loop and one training as an MLflow run
+    driver/ comparing.py reporting/ bench/ exporting.py   a search, a comparison, the report, `raycse bench`,
+                               the winner's folder
+    planning/                  a search's plan and cost before it runs (the dry run)
+    api.py cli.py arguments/ commands/   the Python API and the command line over it
+
 Bad input raises `raycse.ConfigError` before anything starts. `raycse.losses` holds the losses as pure functions of
 embeddings. Importing raycse is cheap: the heavy libraries (torch, Ray, MLflow) are imported by the functions that
 use them.

@@ -1,9 +1,8 @@
 """raycse from Python: a search, a training and an evaluation, each one call that returns what the command prints.
 
-The command line is a thin layer over these functions; both check each option by the same rule (raycse/settings/:
-the option tables, TrainConfig's field metadata). Each function checks all it was given (raycse/arguments/) before it
-starts anything: a mistake raises `raycse.ConfigError` naming the option, with nothing written or started. The
-heavy libraries are imported inside the functions, so that `import raycse` stays cheap.
+The command line is a thin layer over these functions, and both check each option by the same rule (the option tables,
+TrainConfig's fields): all a function was given is checked (raycse/arguments/) before it starts anything, a mistake a
+`raycse.ConfigError` naming the option. Heavy libraries are imported inside the functions: `import raycse` is cheap.
 """
 from __future__ import annotations
 
@@ -30,10 +29,11 @@ from raycse.settings.options import (  # noqa: F401 - Option, TRACKING_HELP: the
 from raycse.tracking.stores import resolve_tracking_uri  # noqa: F401 - the command line's
 
 if TYPE_CHECKING:
-    from raycse.bench.dry_run import ComparePlan, DryRun
     from raycse.comparing import ComparisonOutcome
     from raycse.driver.outcome import SearchOutcome
     from raycse.exporting import ExportResult
+    from raycse.planning.compare_plan import ComparePlan
+    from raycse.planning.dry_run import DryRun
     from raycse.reporting.status import SearchStatus
     from raycse.settings.space import SearchSpace
     from raycse.training.result import TrainResult
@@ -124,9 +124,9 @@ def compare(spaces: list[str | os.PathLike | SearchSpace], *, num_samples: int |
                 print(pair["a"], "-", pair["b"], pair["verdict"])
     """
     loaded, options, name, out_dir = compare_inputs(spaces, dict(locals()))
-    from raycse.bench.compare_plan import plan_comparison
     from raycse.comparing import run_comparison
     from raycse.driver.state import say
+    from raycse.planning.compare_plan import plan_comparison
     return (plan_comparison(loaded, options, name) if dry_run  # its plan and cost, nothing run (--dry-run)
             else run_comparison(loaded, options, name, out_dir, log=log or say))
 
@@ -161,7 +161,7 @@ def plan(space: str | os.PathLike | SearchSpace, *, step_ms: float | None = None
             plan = raycse.plan("focal", step_ms=150, gpus=1)
             print(plan.budget, plan.trials, "trials", round(plan.gpu_hours, 2), "GPU-hours")
     """
-    from raycse.bench.dry_run import plan_search
+    from raycse.planning.dry_run import plan_search
     return plan_search(*plan_inputs(space, step_ms, gpus, options), step_ms=step_ms, gpus=gpus)
 
 

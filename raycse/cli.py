@@ -161,7 +161,7 @@ def _cmd_search(args) -> int:
 
 
 def _cmd_dry_run(args) -> int:
-    from raycse.bench.dry_run import format_dry_run
+    from raycse.planning.dry_run import format_dry_run
 
     print(format_dry_run(api.plan(args.space, **option_values(args, api.SEARCH_OPTIONS), step_ms=args.step_ms,
                                   gpus=args.gpus)))
@@ -190,7 +190,7 @@ def _cmd_compare(args) -> int:
     from raycse.reporting.compare_table import format_comparison
 
     if args.dry_run:
-        from raycse.bench.compare_plan import format_compare_plan, plan_comparison
+        from raycse.planning.compare_plan import format_compare_plan, plan_comparison
 
         loaded, options, name, _ = api.compare_inputs(args.space, option_values(args, api.COMPARE_OPTIONS))
         print(format_compare_plan(plan_comparison(loaded, options, name, step_ms=args.step_ms, gpus=args.gpus)))
@@ -364,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"raycse: error: {one_line(culprit_as_flag(err, subparser))}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt as err:  # Ctrl-C, SIGTERM or SIGHUP (raycse/training/stop_signals.py): 130, 143, 129
-        return stop_signals.report(err)
+        return stop_signals.report_stop(err)
     except RunFailed as err:  # a run that failed, said whole (export's push): one line, exit 1
         if debug:
             raise
@@ -372,7 +372,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_FAILED
     except Exception as err:  # a run that failed (disk full, a library's error, a bug): one line, exit 1
         if stop_signals.received() is not None:  # a library that turned a stop into an error of its own
-            return stop_signals.report(err)
+            return stop_signals.report_stop(err)
         if debug:
             raise
         reason = err.strerror if isinstance(err, OSError) and err.strerror else first_line(err)

@@ -51,7 +51,7 @@ SAME_BUDGET = (("num_samples", lambda p: p.num_samples), ("max_steps", lambda p:
                ("epochs", lambda p: p.base.epochs), ("seed", lambda p: p.base.seed),
                ("top_k", lambda p: p.confirm.top_k), ("choose_seeds", lambda p: p.confirm.choose_seeds),
                ("judge_seeds", lambda p: p.confirm.judge_seeds))
-JUDGED = "the seven-task STS test average"
+COMPARED_ON = "the seven-task STS test average"
 
 
 @dataclass
@@ -113,23 +113,23 @@ def check_comparison(spaces: list[SearchSpace], options: SearchOptions) -> list[
                 raise ConfigError.at("space", f"the spaces disagree on {key}: {getattr(first.base, key)!r} in "
                                               f"{first.path!r}, {getattr(space.base, key)!r} in {space.path!r} (a "
                                               "comparison trains every loss on the same model, corpus and objective)")
-    from raycse.driver.plan import search_plan
+    from raycse.driver.layout import space_to_run
 
     for budget in budgets_to_check(options.budget):
-        plans = [search_plan(space, options, budget) for space in spaces]
-        for plan in plans:
-            if plan.confirm is None:
-                raise ConfigError.at("space", f"{plan.path!r}: its {budget} budget has no confirmation stage")
+        to_run = [space_to_run(space, options, budget) for space in spaces]
+        for space in to_run:
+            if space.confirm is None:
+                raise ConfigError.at("space", f"{space.path!r}: its {budget} budget has no confirmation stage")
         for key, value in SAME_BUDGET:
-            for plan in plans[1:]:
-                if value(plan) != value(plans[0]):
+            for space in to_run[1:]:
+                if value(space) != value(to_run[0]):
                     flag = f" (--{key.replace('_', '-')} sets it for every space)" if key in (
                         "num_samples", "choose_seeds", "judge_seeds") else ""
                     raise ConfigError.at("space", f"the spaces' {budget} budgets disagree on {key}: "
-                                                  f"{value(plans[0])!r} in {plans[0].path!r}, {value(plan)!r} in "
-                                                  f"{plan.path!r}: a comparison gives every loss the same budget"
+                                                  f"{value(to_run[0])!r} in {to_run[0].path!r}, {value(space)!r} in "
+                                                  f"{space.path!r}: a comparison gives every loss the same budget"
                                                   f"{flag}")
-        if plans[0].confirm.judge_seeds < 2:
+        if to_run[0].confirm.judge_seeds < 2:
             raise ConfigError.at("judge_seeds", "a comparison needs at least 2 judging seeds (an interval)")
     return labels
 
@@ -159,7 +159,7 @@ def run_comparison(spaces: list[SearchSpace], options: SearchOptions, name: str,
 
 def _run(renamed: list[SearchSpace], labels: list[str], options: SearchOptions, name: str, output_dir: Path,
          tracker, parent: str, log: Callable[[str], None]) -> ComparisonOutcome:
-    from raycse.driver.plan import search_plan
+    from raycse.driver.layout import space_to_run
     from raycse.driver.run import finish, run_search
 
     searches: dict[str, SearchOutcome] = {}
@@ -174,8 +174,8 @@ def _run(renamed: list[SearchSpace], labels: list[str], options: SearchOptions, 
     tracker.set_tags(parent, {BUDGET_TAG: next(iter(searches.values())).budget})
     arms, figures = judged_arms(searches)
     pairs = comparison.judge_family(arms)
-    plan = search_plan(renamed[0], options, next(iter(searches.values())).budget)
-    summary = comparison_summary(name, searches, arms, figures, pairs, plan)
+    space = space_to_run(renamed[0], options, next(iter(searches.values())).budget)
+    summary = comparison_summary(name, searches, arms, figures, pairs, space)
     for label in searches:
         _log_child(tracker, parent, label, summary)
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -256,7 +256,7 @@ def comparison_summary(name: str, searches: dict[str, SearchOutcome], arms: list
     loss_summary = first.summary
     m = len(pairs)
     return {
-        "comparison": name, "budget": first.budget, "objective": first.objective, "judged_figure": JUDGED,
+        "comparison": name, "budget": first.budget, "objective": first.objective, "judged_figure": COMPARED_ON,
         "model": loss_summary.get("model"), "corpus": loss_summary.get("corpus"),
         "tasks": list(SEVEN_TASKS),
         "seeds": None if seeds is None else {"search": seeds.search, "choose": list(seeds.choose),

@@ -106,7 +106,7 @@ TRIAL_STARTUP, TRIAL_COMPILE, TRIAL_TRAIN, TRIAL_EVAL, TRIAL_CHECKPOINT = TRIAL_
 TOTAL_TIME = "time_total_s"
 SLOT_UTILISATION = "slot_utilisation"
 CONCURRENT_SLOTS = "concurrent_slots"
-# the search stage's trials running at once, from their start and end times (raycse/driver/tune/concurrency.py)
+# the search stage's trials running at once, from their start and end times (raycse/driver/concurrency.py)
 SEARCH_MEAN_RUNNING = "search_mean_running"  # over the stage
 SEARCH_MEAN_RUNNING_STARTING = "search_mean_running_starting"  # while trials remained to start
 SEARCH_SLOT_USE = "search_slot_use"  # the latter over the slots

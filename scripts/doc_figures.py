@@ -14,7 +14,12 @@ from a record (a transcript in a fence, or a Markdown table) is marked once, on 
 lines must be found in the record (a `...` trims a line, each piece is checked; runs of spaces count as one, so that
 a trimmed table may be realigned):
 
-    <!-- from:house-iii-2026-11-26/mainjob-after.txt -->
+    <!-- from:quick-start-cpu/2026-11-26-cpu2/mainjob-after.txt -->
+
+The benchmarks' own pages (benchmarks/README.md, an index of questions, and a page per question) are read too: their
+figure spans and quotes as above, every relative link (`broken_links`), every record folder's README and the index's
+length (`benchmark_problems`). Their figures with a unit are the records' own, stated beside the command that made
+them, and are not required to be spans.
 
 `unmarked(text)` lists the figures with a unit (s, min, h, %, MB, GB, ...) of a page that are neither: the test
 (tests/test_doc_figures.py) fails on them unless `figures.json` lists them as design constants (a rule's 5%, the
@@ -46,8 +51,19 @@ UNIT_FIGURE = re.compile(
     r"(?![\w-]))")
 
 
+BENCHMARKS = ROOT / "benchmarks"
+INDEX = BENCHMARKS / "README.md"
+INDEX_MAX_LINES = 150
+RECORD_FOLDER = re.compile(r"\d{4}-\d\d-\d\d-[a-z0-9]+(?:-[a-z0-9]+)*")  # <date>-<machine>[-what]
+
+
 def pages() -> list[Path]:
     return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def benchmark_pages() -> list[Path]:
+    """benchmarks/README.md (the index of questions) and each question's page beside it."""
+    return [INDEX, *sorted(page for page in BENCHMARKS.glob("*.md") if page != INDEX)]
 
 
 def table() -> dict:
@@ -188,23 +204,110 @@ def unmarked(text: str, figures: dict | None = None) -> list[str]:
     return found
 
 
-def stale(figures: dict | None = None) -> list[str]:
-    """Every figure span that differs from its record, and every misquoted line, as 'page: what'."""
+def stale_spans(name: str, text: str, figures: dict | None = None) -> list[str]:
+    """A page's figure spans that differ from their records, its broken markers and its misquoted lines."""
     figures = figures or table()
+    markers = {at for m in SPAN.finditer(text) for at in (m.start(), m.end() - len(CLOSE))}
+    wrong = [f"{name}: line {text[:m.start()].count(chr(10)) + 1}: a figure marker that opens or closes no span"
+             for m in re.finditer(r"<!--\s*/?\s*figure", text) if m.start() not in markers]
+    for match in SPAN.finditer(text):
+        if match[1] not in figures["figures"]:
+            wrong.append(f"{name}: figure {match[1]!r} is not in benchmarks/results/figures.json")
+        elif match[2] != rendered(match[1], figures):
+            wrong.append(f"{name}: figure {match[1]} reads {match[2]!r}, its record "
+                         f"{rendered(match[1], figures)!r}")
+    return wrong + [f"{name}: {line}" for line in misquoted(text)]
+
+
+def stale(figures: dict | None = None) -> list[str]:
+    """Every figure span that differs from its record, and every misquoted line, of README.md, docs/ and the
+    benchmarks' pages, as 'page: what'."""
+    figures = figures or table()
+    return [line for page in pages() + benchmark_pages()
+            for line in stale_spans(str(page.relative_to(ROOT)), page.read_text(encoding="utf-8"), figures)]
+
+
+# --------------------------------------------------------------------------------------------- links, records
+def _without_fences(text: str) -> str:
+    """The page without its fenced blocks, where a link or a heading is only an example."""
+    return re.sub(r"^([ \t]*)(```+|~~~+).*?^\1\2[ \t]*$", "", text, flags=re.S | re.M)
+
+
+def anchors(text: str) -> set[str]:
+    """The anchors a Markdown page's headings get, as GitHub makes them (a repeated one gets -1, -2, ...), and its
+    `<a id="...">` anchors."""
+    seen: dict[str, int] = {}
+    for heading in re.findall(r"^#{1,6}[ \t]+(.+?)[ \t]*#*[ \t]*$", _without_fences(text), re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        seen[slug if slug not in seen else f"{slug}-{seen[slug]}"] = 0
+        seen[slug] = seen.get(slug, 0) + 1
+    return set(seen) | set(re.findall(r"<a\s+(?:id|name)=\"([^\"]+)\"", text))  # and an anchor of its own
+
+
+def links(text: str) -> list[str]:
+    """Every link target of a Markdown page, inline code and fenced blocks left out."""
+    return re.findall(r"\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)", re.sub(r"`[^`\n]*`", "", _without_fences(text)))
+
+
+def broken_links(page: Path, text: str | None = None, only_under: Path | None = None) -> list[str]:
+    """Each relative link of `page` (or of `text`, read as that page) whose file or folder does not exist, or whose
+    #anchor names no heading of the Markdown page it points to; with `only_under`, only the links into that folder."""
+    text = page.read_text(encoding="utf-8") if text is None else text
     wrong = []
-    for page in pages():
-        text = page.read_text(encoding="utf-8")
-        name = page.relative_to(ROOT)
-        markers = {at for m in SPAN.finditer(text) for at in (m.start(), m.end() - len(CLOSE))}
-        wrong += [f"{name}: line {text[:m.start()].count(chr(10)) + 1}: a figure marker that opens or closes no span"
-                  for m in re.finditer(r"<!--\s*/?\s*figure", text) if m.start() not in markers]
-        for match in SPAN.finditer(text):
-            if match[1] not in figures["figures"]:
-                wrong.append(f"{name}: figure {match[1]!r} is not in benchmarks/results/figures.json")
-            elif match[2] != rendered(match[1], figures):
-                wrong.append(f"{name}: figure {match[1]} reads {match[2]!r}, its record "
-                             f"{rendered(match[1], figures)!r}")
-        wrong += [f"{name}: {line}" for line in misquoted(text)]
+    for target in links(text):
+        if re.match(r"[a-z][\w+.-]*:", target):  # https:, mailto:, ...
+            continue
+        path, _, anchor = target.partition("#")
+        resolved = (page.parent / path).resolve() if path else page.resolve()
+        if only_under is not None and not resolved.is_relative_to(only_under.resolve()):
+            continue
+        if not resolved.exists():
+            wrong.append(f"{target}: no such file")
+        elif anchor and resolved.suffix == ".md" and anchor not in anchors(
+                text if resolved == page.resolve() else resolved.read_text(encoding="utf-8")):
+            wrong.append(f"{target}: no heading #{anchor} in {resolved.name}")
+    return wrong
+
+
+def record_folders(results: Path = RESULTS) -> list[Path]:
+    """results/<question>/<date>-<machine>/: each holds one run's records and a README.md."""
+    return sorted(folder for question in results.iterdir() if question.is_dir()
+                  for folder in question.iterdir() if folder.is_dir())
+
+
+def benchmark_problems(results: Path = RESULTS, index: Path = INDEX) -> list[str]:
+    """What is amiss in benchmarks/ beyond the figures: a file of results/ outside a question's record folder (but
+    figures.json), a record folder misnamed or without its README.md, a question without its page, or with its page
+    missing from the index, a page's link that does not resolve, and an index of more than INDEX_MAX_LINES lines."""
+    wrong = []
+    index_text = index.read_text(encoding="utf-8")
+    for item in sorted(results.iterdir()):
+        if item.is_file() and item.name != "figures.json":
+            wrong.append(f"{item.relative_to(results.parent)}: a loose file; records go in "
+                         "results/<question>/<date>-<machine>/")
+        elif item.is_dir():
+            if not (index.parent / f"{item.name}.md").is_file():
+                wrong.append(f"results/{item.name}/: no page {item.name}.md for this question")
+            elif f"({item.name}.md)" not in index_text:
+                wrong.append(f"{index.name}: does not link the question {item.name}.md")
+            else:  # the index's count of the question's record folders is the folder's own
+                folders = sum(1 for folder in item.iterdir() if folder.is_dir())
+                row = next((line for line in index_text.splitlines() if f"({item.name}.md)" in line), "")
+                if not row.rstrip().endswith(f"| {folders} |"):
+                    wrong.append(f"{index.name}: the row of {item.name}.md does not count its {folders} record folders")
+            wrong += [f"{loose.relative_to(results.parent)}: a loose file; records go in a <date>-<machine>/ folder"
+                      for loose in sorted(item.iterdir()) if loose.is_file()]
+    for folder in record_folders(results):
+        name = folder.relative_to(results.parent)
+        if not RECORD_FOLDER.fullmatch(folder.name):
+            wrong.append(f"{name}/: not named <date>-<machine>[-what]")
+        if not (folder / "README.md").is_file():
+            wrong.append(f"{name}/: no README.md (command, commit, machine, date, headline)")
+    lines = index_text.count("\n")
+    if lines >= INDEX_MAX_LINES:
+        wrong.append(f"{index.name}: {lines} lines, an index is under {INDEX_MAX_LINES}")
+    for page in [index, *sorted(p for p in index.parent.glob("*.md") if p != index)]:
+        wrong += [f"{page.relative_to(index.parent.parent)}: {link}" for link in broken_links(page)]
     return wrong
 
 
@@ -214,16 +317,17 @@ def main() -> int:
     args = parser.parse_args()
     figures = table()
     if args.check:
-        wrong = stale(figures)
+        wrong = stale(figures) + benchmark_problems()
         for line in wrong:
             print(line, file=sys.stderr)
         return 1 if wrong else 0
-    for page in pages():
+    for page in pages() + benchmark_pages():
         text = page.read_text(encoding="utf-8")
         if fill(text, figures) != text:
             page.write_text(fill(text, figures), encoding="utf-8")
             print(f"{page.relative_to(ROOT)}: figures written")
-    wrong = [line for page in pages() for line in misquoted(page.read_text(encoding="utf-8"))]
+    wrong = [line for page in pages() + benchmark_pages() for line in misquoted(page.read_text(encoding="utf-8"))]
+    wrong += benchmark_problems()
     for line in wrong:
         print(f"misquoted: {line}", file=sys.stderr)
     return 1 if wrong else 0

@@ -23,7 +23,7 @@ from raycse import api  # noqa: E402  (after the path above, so a clone's raycse
 from raycse.cli import build_parser  # noqa: E402
 from raycse.losses import hyperparameter_catalogue  # noqa: E402
 from raycse.settings.config import TrainConfig  # noqa: E402
-from raycse.settings.reference import SCHEMA_PATH, schema_text, setting_schema, space_reference, table  # noqa: E402
+from raycse.settings.reference import SCHEMA_PATH, schema_text, setting_schema, space_reference, table_lines  # noqa: E402
 from raycse.settings.reference import _words as words  # noqa: E402
 
 REFERENCE = ROOT / "docs" / "reference.md"
@@ -114,10 +114,10 @@ def cli_reference() -> str:
     out = ["## Command line", "",
            "Each command is `raycse`, the command's name and its flags; `--help` after a command's name prints its "
            "flags as well. Before the command's name:", "",
-           *table(["flag", "type", "default", "allowed", "meaning"], _rows("", parser, rules)), ""]
+           *table_lines(["flag", "type", "default", "allowed", "meaning"], _rows("", parser, rules)), ""]
     for command, subparser in sub.choices.items():
         out += [f"### `raycse {command}`", "", (helps.get(command) or subparser.description or "").strip(), "",
-                *table(["flag", "type", "default", "allowed", "meaning"], _rows(command, subparser, rules)), ""]
+                *table_lines(["flag", "type", "default", "allowed", "meaning"], _rows(command, subparser, rules)), ""]
     return "\n".join(out)
 
 

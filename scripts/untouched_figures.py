@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from raycse.driver.plan import search_plan  # noqa: E402
+from raycse.driver.layout import space_to_run  # noqa: E402
 from raycse.driver.stages.baseline import untouched_key, untouched_scoring  # noqa: E402
 from raycse.driver.state import SearchOptions  # noqa: E402
 from raycse.evaluation import untouched_cache  # noqa: E402
@@ -43,7 +43,7 @@ def wanted() -> dict[str, dict]:
     options = SearchOptions(tracking_uri="sqlite:///unused.db", storage_path="unused")
     keys: dict[str, dict] = {}
     for path in packaged_spaces().values():
-        plan = search_plan(load_space(path), options, "cpu", cluster=CPU_CLUSTER)
+        plan = space_to_run(load_space(path), options, "cpu", cluster=CPU_CLUSTER)
         key = untouched_key(plan)
         if key is not None:
             keys.setdefault(key, {"plan": plan, "spaces": []})["spaces"].append(path.stem)

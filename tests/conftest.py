@@ -71,7 +71,7 @@ def pytest_configure(config):
     itself (PYTHONDONTWRITEBYTECODE, as on this project's machines). An editable install leaves that to the first
     import, which then never writes it either, so every process the suite starts (~900: the `raycse` commands, Ray's
     workers, Tune's trial processes) compiled the modules it imports again, 0.04-0.15 CPU-s each (measured:
-    benchmarks/results/test-suite-bytecode-2026-11-27). Python reads the
+    benchmarks/results/test-suite-time/2026-11-27-cpu2-bytecode). Python reads the
     bytecode whatever that setting says; it only stops Python from writing it."""
     if hasattr(config, "workerinput") or not sys.dont_write_bytecode:
         return

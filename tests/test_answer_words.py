@@ -2,8 +2,8 @@
 seeds, never a dev figure (dev chose) and never one judging run's luck.
 
 The outcome is the recorded CPU main job of 2026-11-26, read back from its summary as `raycse.load` reads it
-(benchmarks/results/cpu-mainjob-2026-11-26); `raycse status` reads a real MLflow store written as a search writes
-one; the documentation is read as a user reads it.
+(benchmarks/results/quick-start-cpu/2026-11-26-cpu2); `raycse status` reads a real MLflow store written as a search
+writes one; the documentation is read as a user reads it.
 """
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ from raycse.records import (
 )
 
 ROOT = Path(__file__).resolve().parent.parent
-RECORDED = ROOT / "benchmarks" / "results" / "cpu-mainjob-2026-11-26" / "search_summary.json"
+RECORDED = ROOT / "benchmarks" / "results" / "quick-start-cpu/2026-11-26-cpu2" / "search_summary.json"
 JUDGED = "docs/judging.md#the-figure-that-judges-took-part-in-no-choice"
 
 

@@ -8,6 +8,7 @@ that would close a circle at run time is caught as well.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,7 @@ LAYERS = [
     ("tracking", ["tracking"]),
     ("training", ["training"]),
     ("search, compare, report, bench, export", ["driver", "comparing", "reporting", "bench", "exporting"]),
+    ("the plan of a search before it runs", ["planning"]),
     ("commands", ["api", "cli", "__main__", "__init__", "commands", "arguments"]),
 ]
 # The modules that stand at the top of raycse/ on purpose: the commands, export, and the small leaves everything may
@@ -211,10 +213,11 @@ def test_there_is_one_table_of_samplers():
     """The sampler names are written in raycse/sampling/samplers.py alone: no if-chain on a sampler's name and no
     list of them elsewhere; the settings and the search stage read the table."""
     from raycse.sampling.samplers import FILE_SAMPLER_NAMES, SAMPLERS
-    from raycse.settings import space
+    from raycse.settings.space_keys import keys_of
 
     names = set(SAMPLERS)
-    assert {"tpe", "prior", "random", "grid"} <= names and space.FILE_SAMPLER_NAMES is FILE_SAMPLER_NAMES
+    sampler_name = next(key for key in keys_of("search.sampler") if key.name == "name")
+    assert {"tpe", "prior", "random"} <= names and sampler_name.choices is FILE_SAMPLER_NAMES
     offenders = []
     for module, path in MODULES.items():
         if module == "raycse.sampling.samplers":
@@ -251,7 +254,7 @@ def test_the_checks_above_can_fail():
     assert layer_of("raycse.tracking.stores") > layer_of("raycse.settings.checks")
 
 
-SCRIPTS = sorted((PACKAGE.parent / "benchmarks").glob("*.py")) + sorted(PACKAGE.rglob("*.py"))
+SCRIPTS = sorted((PACKAGE.parent / "benchmarks").rglob("*.py")) + sorted(PACKAGE.rglob("*.py"))
 
 
 def imported_names(path: Path) -> list[tuple[str, str]]:
@@ -297,3 +300,134 @@ def test_a_loss_is_named_in_its_own_file_alone():
     assert not offenders, f"loss names outside their own files (read the declaration instead): {offenders}"
     assert loss_names_in('x = f(loss="focal")\n') == {"focal"}, "the check would catch a name"
     assert loss_names_in('"""focal, as a word of a docstring"""\n') == set()
+
+
+# ------------------------------------------------------------------------------------ inside the driver
+# The driver's own layers, lowest first, as docs/architecture.md draws them: a module of the driver imports its own
+# layer or a lower one. A name is a module of raycse/driver/ or one of its packages.
+DRIVER_LAYERS = [
+    ("what a search decides and records", ["outcome", "concurrency", "time_left", "progress", "confirmation",
+                                           "summary", "layout"]),
+    ("the stages' shared state, the checks before a search starts", ["state", "preflight"]),
+    ("the Ray and Tune glue", ["tune"]),
+    ("the stages", ["stages"]),
+    ("the conductor, a finished search read back", ["run", "loaded"]),
+]
+
+
+def driver_layer_of(module: str) -> int:
+    name = module.split(".")[2]
+    for index, (_, names) in enumerate(DRIVER_LAYERS):
+        if name in names:
+            return index
+    raise AssertionError(f"{module} is in no layer of the driver: add it to DRIVER_LAYERS and docs/architecture.md")
+
+
+def test_no_module_of_the_driver_imports_a_higher_layer_of_the_driver():
+    driver = [module for module in MODULES if module.startswith("raycse.driver.")]
+    upward = [f"{module} ({DRIVER_LAYERS[driver_layer_of(module)][0]}) imports {target} "
+              f"({DRIVER_LAYERS[driver_layer_of(target)][0]})"
+              for module in driver for target in GRAPH[module]
+              if target.startswith("raycse.driver.") and driver_layer_of(target) > driver_layer_of(module)]
+    assert not upward, "\n".join(upward)
+    # the rule would see the arrows it was written against: the shared state asking Tune's glue for its workers
+    assert driver_layer_of("raycse.driver.tune.warm_workers") > driver_layer_of("raycse.driver.state")
+
+
+# ----------------------------------------------------------------------------------------- vocabulary
+# Names defined at the top of two modules of raycse, each kept on purpose, with why. Any other name means one thing.
+SHARED_NAMES = {
+    "train": "raycse.train is the public face of raycse.training.trainer.train: the same training, one name",
+}
+
+
+def top_level_names(path: Path) -> set[str]:
+    """The public names a module defines at its top level (functions, classes, assignments), not those it imports."""
+    names = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(target.id for target in node.targets if isinstance(target, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return {name for name in names if not name.startswith("_")}
+
+
+def names_bound_twice(modules: dict[str, Path]) -> dict[str, list[str]]:
+    where: dict[str, list[str]] = {}
+    for module, path in modules.items():
+        for name in top_level_names(path):
+            where.setdefault(name, []).append(module)
+    return {name: sorted(found) for name, found in where.items() if len(found) > 1}
+
+
+def test_no_name_is_bound_to_two_different_things():
+    """One word, one meaning: two modules that each define `Baseline` (or `BUDGETS`, `eval_metrics`, ...) make a
+    reader ask which one a line means. A name defined once and imported elsewhere is one thing."""
+    twice = {name: found for name, found in names_bound_twice(MODULES).items() if name not in SHARED_NAMES}
+    assert not twice, twice
+    assert set(SHARED_NAMES) <= set(names_bound_twice(MODULES)), "an allowed name no longer needs its exception"
+
+
+def test_the_name_check_can_fail(tmp_path):
+    for name, body in (("a", "class Baseline:\n    pass\n"), ("b", "Baseline = dict\nimport os\n")):
+        (tmp_path / f"{name}.py").write_text(body)
+    assert names_bound_twice({"a": tmp_path / "a.py", "b": tmp_path / "b.py"}) == {"Baseline": ["a", "b"]}
+
+
+def unlisted_modules(package: Path) -> list[str]:
+    """The modules and subpackages of `package` that its docstring does not name (as `name.py`, `name/` or `name`)."""
+    docstring = ast.get_docstring(ast.parse((package / "__init__.py").read_text())) or ""
+    children = [child for child in sorted(package.iterdir()) if not child.name.startswith("__")
+                and (child.suffix == ".py" or (child / "__init__.py").is_file())]
+    return [child.name for child in children
+            if not re.search(rf"(?<![\w./]){re.escape(child.stem)}(?![\w])", docstring)]
+
+
+@pytest.mark.parametrize("package", [PACKAGE, *sorted(p.parent for p in PACKAGE.rglob("*/__init__.py"))],
+                         ids=lambda path: str(path.relative_to(PACKAGE.parent)))
+def test_every_package_docstring_lists_its_modules(package):
+    assert not unlisted_modules(package), f"{package}/__init__.py does not name {unlisted_modules(package)}"
+
+
+def test_the_docstring_check_can_fail(tmp_path):
+    (tmp_path / "__init__.py").write_text('"""A package.\n\n    kept.py  what it keeps\n"""\n')
+    (tmp_path / "kept.py").write_text("")
+    (tmp_path / "forgotten.py").write_text("")
+    assert unlisted_modules(tmp_path) == ["forgotten.py"]
+
+
+# ------------------------------------------------------------------------------ docs/architecture.md is true
+def test_every_stage_module_is_named_after_its_stage_and_conducted():
+    from raycse.driver.run import STAGE_ORDER
+
+    conducted = {type(stage).__module__: stage.name for stage in STAGE_ORDER}
+    stage_modules = {m for m in MODULES if m.startswith("raycse.driver.stages.") and m != "raycse.driver.stages.base"}
+    assert set(conducted) == stage_modules, "a stage module the conductor does not run, or one it runs from elsewhere"
+    misnamed = {module: name for module, name in conducted.items() if module.rsplit(".", 1)[1] != name}
+    assert not misnamed, misnamed
+
+
+ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
+
+
+def where_a_new_thing_goes() -> list[list[str]]:
+    """The rows of architecture.md's table of changes: [kind, the one place, what follows, the test]."""
+    text = ARCHITECTURE.read_text().split("## Where a new thing goes", 1)[1]
+    rows = [line.strip("|").split(" | ") for line in text.splitlines() if line.startswith("| ")]
+    return [[cell.strip() for cell in row] for row in rows[1:]]
+
+
+def test_the_architecture_page_names_one_place_for_each_kind_of_change_and_each_exists():
+    rows = where_a_new_thing_goes()
+    assert [row[0] for row in rows] == ["loss", "sampler", "search stage", "setting", "search key", "objective",
+                                        "statistic of the answer", "plot"]
+    for kind, place, _, test in rows:
+        paths = re.findall(r"`((?:raycse|tests|benchmarks)/[\w/.]+)`", place + " " + test)
+        assert paths, f"{kind}: no path named"
+        missing = [path for path in paths if not (PACKAGE.parent / path).exists()]
+        assert not missing, f"{kind}: {missing} do not exist"
+        # a name the row says to add to (SAMPLERS, STAGE_ORDER, SPACE_KEYS, OBJECTIVES) is defined in the file named
+        for name, path in re.findall(r"`([A-Z_]{4,})` in `(raycse/[\w/.]+\.py)`", place):
+            assert name in top_level_names(PACKAGE.parent / path), f"{kind}: {path} defines no {name}"

@@ -75,10 +75,10 @@ def test_bench_profile_and_no_baseline(tmp_path, one_thread):
 
 
 def test_step_flops_follow_the_documented_formula():
-    from raycse.bench.synthetic import load_tokenizer, make_encoder
+    from raycse.bench.synthetic import bench_tokenizer, make_encoder
     from raycse.losses import build_loss
 
-    encoder = make_encoder("tiny", load_tokenizer(), "sdpa", seed=0)
+    encoder = make_encoder("tiny", bench_tokenizer(), "sdpa", seed=0)
     params = sum(p.numel() for p in encoder.backbone.encoder.parameters())
     assert params == 2 * (4 * (32 * 32 + 32) + 2 * 32 * 64 + 64 + 32 + 4 * 32)  # Q K V O, FFN, two LayerNorms
     per_token = 2 * params + 4 * 2 * 32 * 32

@@ -202,9 +202,9 @@ def test_the_plan_scales_with_the_step_time():
 
 def test_the_dry_run_runs_as_many_cpu_trials_at_once_as_the_search_will():
     """The CPU budget's one-core trials run as many at once as the machine has cores (docs/spaces.md): the dry run
-    says the number the search's own rule gives (raycse.driver.plan.max_concurrent, which the run uses)."""
-    from raycse.bench.dry_run import format_dry_run, machine_cpus
-    from raycse.driver.plan import max_concurrent
+    says the number the search's own rule gives (raycse.driver.layout.max_concurrent, which the run uses)."""
+    from raycse.driver.layout import max_concurrent
+    from raycse.planning.dry_run import format_dry_run, machine_cpus
     from raycse.settings.space import load_space
 
     run = api.plan(FOCAL, step_ms=100.0, gpus=0)
@@ -218,7 +218,7 @@ def test_the_dry_run_runs_as_many_cpu_trials_at_once_as_the_search_will():
 def test_the_dry_run_states_the_disk_a_search_peaks_at_and_keeps():
     """What a search's checkpoints take on disk, from the model's weights (their rule and the measured run they are
     checked against: tests/test_costs.py)."""
-    from raycse.bench.dry_run import format_dry_run
+    from raycse.planning.dry_run import format_dry_run
 
     cpu = api.plan(FOCAL, step_ms=100.0, gpus=0)
     assert cpu.weight_bytes == pytest.approx(90.9e6, rel=0.01)  # all-MiniLM-L6-v2's 22.7M parameters in float32
@@ -235,7 +235,7 @@ def test_the_dry_run_states_the_disk_a_search_peaks_at_and_keeps():
 def test_the_dry_run_says_when_the_real_run_would_refuse(tmp_path, monkeypatch):
     import optuna
 
-    from raycse.bench.dry_run import format_dry_run
+    from raycse.planning.dry_run import format_dry_run
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)  # the default stores: this folder's
@@ -258,10 +258,10 @@ def test_the_dry_run_says_when_the_real_run_would_refuse(tmp_path, monkeypatch):
 def test_without_a_step_time_the_dry_run_measures_one(tmp_path):
     """The dry run's own measurement (no --step-ms): a few steps and one STS-B dev evaluation, here of the tiny
     shape so that the test stays short; the same code times a MiniLM-shaped encoder for `raycse search --dry-run`."""
-    from raycse.bench import dry_run
+    from raycse.planning import dry_run
     from raycse.settings.space import load_space
 
-    step_ms, step_source, eval_seconds, eval_source = dry_run.measure(load_space(FOCAL), shape="tiny")
+    step_ms, step_source, eval_seconds, eval_source = dry_run.measure_here(load_space(FOCAL), shape="tiny")
     assert step_ms > 0 and eval_seconds > 0
     assert "measured here" in step_source and "tiny" in step_source and "measured here" in eval_source
 

@@ -8,10 +8,10 @@ import os
 import pytest
 
 import raycse
-from raycse.bench import compare_plan, dry_run
-from raycse.bench.dry_run import ComparePlan
 from raycse.cli import main
 from raycse.errors import ConfigError
+from raycse.planning import compare_plan, dry_run
+from raycse.planning.compare_plan import ComparePlan
 
 
 def test_the_compare_plan_is_each_losss_search_plan_and_the_shared_judging(tmp_path, monkeypatch, capsys):

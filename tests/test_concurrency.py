@@ -1,13 +1,13 @@
 """Trials really run side by side: raycse's searcher, scheduler, resources and concurrency on a Ray cluster with a
 fake GPU (Ray counts it; no device is used), 4 slots of a quarter GPU each, short trials that report as raycse's
-trainable does (its start and report times), measured by raycse/driver/tune/concurrency.py."""
+trainable does (its start and report times), measured by raycse/driver/concurrency.py."""
 from __future__ import annotations
 
 import time
 
 import pytest
 
-from raycse.driver.tune.concurrency import search_concurrency
+from raycse.driver.concurrency import search_concurrency
 from raycse.records import OBJECTIVE, REPORTED_AT, STEP, TRIAL_STARTED_AT
 from raycse.settings.space import parse_space
 
@@ -18,7 +18,8 @@ def test_four_slots_keep_at_least_three_trials_running_while_trials_remain_to_st
     import ray
     from ray import tune
 
-    from raycse.driver import plan as planning
+    from raycse.driver import layout
+    from raycse.driver.tune import newest_first
     from raycse.driver.tune.searcher import TaggedOptunaSearch
     from raycse.sampling import samplers
 
@@ -46,14 +47,14 @@ def test_four_slots_keep_at_least_three_trials_running_while_trials_remain_to_st
                         "resources": {"workers": 1, "gpus_per_worker": 0.25, "cpus_per_worker": 0.5}}, "fake.yaml")
     ray.init(num_cpus=2, num_gpus=1, include_dashboard=False, log_to_driver=False)
     try:
-        slots = planning.max_concurrent(plan, ray.cluster_resources())
+        slots = layout.max_concurrent(plan, ray.cluster_resources())
         assert slots == 4  # one fake GPU, a quarter each
         searcher = TaggedOptunaSearch(space=plan.define_by_run, metric=OBJECTIVE, mode="max",
                                       points_to_evaluate=plan.points_to_evaluate(), sampler=samplers.sampler(plan))
         tuner = tune.Tuner(
-            tune.with_resources(short_trial, planning.trial_resources(plan)),
+            tune.with_resources(short_trial, layout.trial_resources(plan)),
             tune_config=tune.TuneConfig(metric=OBJECTIVE, mode="max", search_alg=searcher,
-                                        scheduler=planning.scheduler(plan), num_samples=plan.num_samples,
+                                        scheduler=newest_first.scheduler(plan), num_samples=plan.num_samples,
                                         max_concurrent_trials=slots, reuse_actors=True),
             run_config=tune.RunConfig(storage_path=str(tmp_path), name="concurrency", verbose=0))
         results = tuner.fit()

@@ -1,4 +1,4 @@
-"""The cost model (raycse/bench/cost_model.py) against the runs it must predict, the figures it reads against the
+"""The cost model (raycse/planning/cost_model.py) against the runs it must predict, the figures it reads against the
 records they come from, the rules of its terms, and docs/costs.md as scripts/cost_tables.py writes it from it.
 
 The runs, fed the trials each stage ran: the full focal budget on one H100 (2026-11-26: 185 s, before warm workers;
@@ -21,8 +21,9 @@ from pathlib import Path
 import pytest
 
 import raycse
-from raycse.bench import cost_figures as figures
-from raycse.bench.cost_model import (
+from raycse.errors import ConfigError
+from raycse.planning import cost_figures as figures
+from raycse.planning.cost_model import (
     WRITE_COPIES,
     Block,
     Figure,
@@ -33,14 +34,13 @@ from raycse.bench.cost_model import (
     asha_trials,
     slot_seconds,
 )
-from raycse.errors import ConfigError
 from raycse.settings.space import load_space
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
-H100_RUN = RESULTS / "h100-2026-11-26" / "search.json"
-CPU_TEXT = RESULTS / "house-iii-2026-11-26" / "mainjob-after.txt"
-CPU_RUN = RESULTS / "cpu-mainjob-2026-11-26"
+H100_RUN = RESULTS / "search-wall-clock/2026-11-26-h100" / "search.json"
+CPU_TEXT = RESULTS / "quick-start-cpu/2026-11-26-cpu2" / "mainjob-after.txt"
+CPU_RUN = RESULTS / "quick-start-cpu/2026-11-26-cpu2"
 TRIAL_TERMS = ("trial_startup_s", "trial_compile_s", "trial_train_s", "trial_eval_s", "trial_checkpoint_s")
 
 
@@ -88,7 +88,7 @@ def test_fed_the_trials_that_ran_the_model_predicts_the_h100_run_within_a_quarte
 def test_fed_the_trials_that_ran_the_model_predicts_the_warm_and_cold_h100_runs_within_a_quarter(part):
     """The same search on one H100 with warm workers (the default) and without, back to back (2026-11-26): the
     model, fed the trials each stage ran, gives both within a quarter, stage by stage."""
-    summary = json.loads((RESULTS / "h100-warm-2026-11-26" / f"{part}.json").read_text())
+    summary = json.loads((RESULTS / "warm-workers/2026-11-26-h100" / f"{part}.json").read_text())
     timings, ran = summary["timings"], Counter(trial["stage"] for trial in summary["trials"])
     assert dict(ran) == {"search": 16, "choose": 9, "judge": 6}  # the run, pinned: 137 s warm, 181 s cold
     assert round(timings["time_total_s"]) == {"search": 137, "search-cold": 181}[part]
@@ -145,11 +145,12 @@ def test_the_disk_rule_of_the_recorded_search_gives_what_its_folder_kept_within_
 
 # ------------------------------------------------------------------------------------------ the GPU step
 def test_a_gpu_plan_is_never_timed_on_this_cpu(monkeypatch):
-    from raycse.bench import dry_run
+    from raycse.planning import dry_run
 
-    monkeypatch.setattr(dry_run, "measure", lambda *a, **k: pytest.fail("a GPU plan measured a CPU step"))
+    monkeypatch.setattr(dry_run, "measure_here", lambda *a, **k: pytest.fail("a GPU plan measured a CPU step"))
     plan = raycse.plan("focal", gpus=1, budget="full")  # auto: eight MiniLM trials a GPU, the step recorded with 8
-    assert plan.step_ms == pytest.approx(46.94) and "h100-2026-11-22/concurrent.json" in plan.rates.step.source
+    assert plan.step_ms == pytest.approx(46.94)
+    assert "step-speed/2026-11-22-h100/concurrent.json" in plan.rates.step.source
     assert raycse.plan(_four_a_gpu("focal"), gpus=1, budget="full").step_ms == pytest.approx(30.46)
     alone = raycse.plan("focal", gpus=1, budget="full", max_concurrent=1)  # one trial on the GPU: its own step
     assert alone.step_ms == pytest.approx(26.80)
@@ -205,7 +206,7 @@ def test_the_checkpoint_cadence_caps_what_a_long_trial_writes():
 
 
 def test_the_judging_looks_cost_each_block_by_the_chance_it_runs():
-    from raycse.bench.judging_runs import expected_share, look_reach
+    from raycse.planning.judging_runs import expected_share, look_reach
 
     reach = look_reach((6, 9, 12, 18))
     assert reach[0] == 1.0 and all(a > b for a, b in zip(reach, reach[1:]))
@@ -214,7 +215,7 @@ def test_the_judging_looks_cost_each_block_by_the_chance_it_runs():
     stage = StageCost("judge", [Block([trial] * 12, [trial] * 12, reach[0]), Block([trial] * 6, [trial] * 6, reach[1])])
     assert stage.runs() == pytest.approx(12 + 6 * reach[1]) and stage.runs(expected=False) == 18
     # the pipeline simulation (failures, ASHA, choosing) measured 18.4-20.0 runs of 36 under the null (its record)
-    record = json.loads((RESULTS / "judging" / "all-20000.json").read_text())
+    record = json.loads((RESULTS / "judging-statistics" / "2026-11-25-cpu2" / "all-20000.json").read_text())
     simulated = [row["judging_runs"]["seq"] / 36 for row in record["rows"]
                  if row["space"] == "focal" and row["margin"] == 0.0 and "spread" not in row]
     assert len(simulated) >= 12 and expected_share((6, 9, 12, 18)) == pytest.approx(statistics.fmean(simulated),
@@ -274,7 +275,7 @@ def test_every_recorded_gpu_step_is_its_record():
 
 # ------------------------------------------------------------------------------------------ the printed plan
 def test_the_focal_full_budget_on_one_h100_prints_the_expected_wall_clock_and_the_fixed_designs_maximum():
-    from raycse.bench.dry_run import format_dry_run
+    from raycse.planning.dry_run import format_dry_run
 
     plan = raycse.plan("focal", gpus=1, budget="full")
     text = format_dry_run(plan)
@@ -296,7 +297,7 @@ def test_the_cost_tables_are_the_model_of_the_shipped_space_files():
 def test_the_test_tasks_are_scored_where_the_answer_uses_them_and_the_dry_run_prices_each_choice():
     """By default (test_eval: best) the seven test tasks score the judging runs and the untouched model only; the dry
     run states what that costs against scoring every finished trial (all) or none."""
-    from raycse.bench.dry_run import format_dry_run
+    from raycse.planning.dry_run import format_dry_run
 
     for name in ("focal", "simcse", "dclr", "all"):
         assert load_space(name).test_eval == "best", name

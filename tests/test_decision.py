@@ -11,7 +11,7 @@ from raycse.judging.confirmation_plan import ConfirmPlan, SeedBlocks, default_pl
 from raycse.judging.decision import choose_winner, decide
 from raycse.judging.power import seeds_to_detect, smallest_detectable
 from raycse.judging.ranking import TrialCurve, rank_for_confirmation
-from raycse.judging.seed_scores import Baseline, ConfigScores, SeedScore
+from raycse.judging.seed_scores import ConfigScores, SeedScore, UntouchedFigures
 from raycse.records import DIVERGED, FAILED, FINISHED, STOPPED
 from raycse.stats import format_interval, format_std, mean_interval, one_significant
 
@@ -44,7 +44,7 @@ def test_winner_minus_published_is_paired_over_the_judging_seeds():
     judge = plan.seeds().judge  # 43..46
     w, p = [80.5, 81.6, 79.4, 80.0], [80.0, 81.0, 79.0, 79.5]  # the test average judges; dev only chose
     configs = [ConfigScores("w", 1, judge=runs(judge, [0.0] * 4, w)), ConfigScores("p", None, judge=runs(judge, p, p))]
-    d = decide(configs, published="p", baseline=Baseline(), plan=plan)
+    d = decide(configs, published="p", baseline=UntouchedFigures(), plan=plan)
     # differences 0.5, 0.6, 0.4, 0.5: mean 0.5, sd 0.0816497, df 3
     v = d.versus_published
     assert d.winner == "w" and (v.n, v.df) == (4, 3)
@@ -59,7 +59,7 @@ def test_a_difference_whose_interval_covers_zero_neither_beats_nor_falls_below()
     judge = plan.seeds().judge
     configs = [ConfigScores("w", 1, judge=runs(judge, [81.0, 82.0, 83.0], [81.0, 82.0, 83.0])),
                ConfigScores("p", None, judge=runs(judge, [80.0] * 3, [80.0] * 3))]  # differences 1, 2, 3
-    d = decide(configs, published="p", baseline=Baseline(), plan=plan)
+    d = decide(configs, published="p", baseline=UntouchedFigures(), plan=plan)
     assert d.versus_published.low < 0 < d.versus_published.high
     assert not d.beats_published and not d.below_published
     assert "not distinguishable" in d.sentence and "could detect a difference of about" in d.sentence
@@ -72,7 +72,7 @@ def test_pooled_seed_noise_and_its_df_cover_the_choosing_and_judging_groups():
                             judge=runs(seeds.judge, [1.0, 3.0])),  # squares 2, df 1
                ConfigScores("b", 2, choose=runs(seeds.choose[:1], [9.0])),  # one value: no group
                ConfigScores("p", None, judge=runs(seeds.judge, [5.0, 5.0]))]  # squares 0, df 1
-    d = decide(configs, published="p", baseline=Baseline(), plan=plan)
+    d = decide(configs, published="p", baseline=UntouchedFigures(), plan=plan)
     assert d.winner == "b"  # a one-seed mean of 9 against a three-seed mean of 2: the choosing block decides
     # b has no judging runs, so a is not judged either; the groups are a's choose, a's judge and p's judge
     assert d.seed_noise == pytest.approx(math.sqrt(10 / 4)) and d.seed_noise_df == 4
@@ -95,7 +95,7 @@ def test_a_diverged_seed_is_excluded_counted_and_marked():
     figures = [80.0, 81.0, 82.0, 83.0]
     winner = runs(judge[:4], figures, figures) + (SeedScore(judge[4], DIVERGED, -100.0),)
     configs = [ConfigScores("w", 1, judge=winner), ConfigScores("p", None, judge=runs(judge, [79.0] * 5, [79.0] * 5))]
-    d = decide(configs, published="p", baseline=Baseline(), plan=plan)
+    d = decide(configs, published="p", baseline=UntouchedFigures(), plan=plan)
     block = d.config("w").judge
     assert block.count_text == "n = 4 of 5, 1 diverged" and block.short
     assert block.dev.mean == pytest.approx(81.5) and block.dev.n == 4  # -100 never enters the mean
@@ -111,14 +111,14 @@ def test_failed_and_missing_seeds_are_counted_apart():
     plan = cpu_plan(judge_seeds=4)
     judge = plan.seeds().judge
     scores = runs(judge[:2], [1.0, 2.0]) + (SeedScore(judge[2], FAILED),)  # the 4th never ran
-    d = decide([ConfigScores("w", 1, judge=scores)], published=None, baseline=Baseline(), plan=plan)
+    d = decide([ConfigScores("w", 1, judge=scores)], published=None, baseline=UntouchedFigures(), plan=plan)
     assert d.config("w").judge.count_text == "n = 2 of 4, 1 failed, 1 not run"
 
 
 def test_a_search_stage_run_is_refused_in_a_judging_block():
     plan = cpu_plan()
     with pytest.raises(ValueError, match="seed 42"):
-        decide([ConfigScores("w", 1, judge=runs([42, 43], [1.0, 2.0]))], published=None, baseline=Baseline(),
+        decide([ConfigScores("w", 1, judge=runs([42, 43], [1.0, 2.0]))], published=None, baseline=UntouchedFigures(),
                plan=plan)
 
 
@@ -150,7 +150,7 @@ def test_the_winner_is_recomputed_from_the_choosing_block():
                ConfigScores("second", 2, choose=runs(seeds.choose[:1], [81.0]) + (SeedScore(seeds.choose[1],
                                                                                             DIVERGED),))]
     assert choose_winner(configs, plan) == "second"  # its one valid seed's 81 beats 80.1; the diverged one is out
-    d = decide(configs, published=None, baseline=Baseline(), plan=plan)
+    d = decide(configs, published=None, baseline=UntouchedFigures(), plan=plan)
     assert d.winner == "second" and d.config("second").choose.count_text == "n = 1 of 2, 1 diverged"
     # without a choosing block the search stage's first is the winner
     assert choose_winner([ConfigScores("x", 2), ConfigScores("y", 1)], cpu_plan()) == "y"
@@ -161,7 +161,7 @@ def judged_on_test(base_test):
     plan = cpu_plan()
     judge = plan.seeds().judge
     configs = [ConfigScores("w", 1, judge=runs(judge, [80.0, 80.5, 81.0], [78.0, 78.2, 78.4]))]
-    return decide(configs, published=None, baseline=Baseline(dev=70.0, test=base_test), plan=plan)
+    return decide(configs, published=None, baseline=UntouchedFigures(dev=70.0, test=base_test), plan=plan)
 
 
 def test_beats_baseline_needs_the_lower_bound_to_clear_the_untouched_model():
@@ -184,7 +184,7 @@ def test_with_one_judging_seed_on_test_the_untouched_model_is_not_judged_and_the
     judge = plan.seeds().judge
     configs = [ConfigScores("w", 1, judge=runs(judge, [80.0, 80.4], [90.0, None])),
                ConfigScores("p", None, judge=runs(judge, [79.9, 80.1], [77.9, None]))]
-    d = decide(configs, published="p", baseline=Baseline(79.0, {"avg": 77.0}), plan=plan)
+    d = decide(configs, published="p", baseline=UntouchedFigures(79.0, {"avg": 77.0}), plan=plan)
     assert d.winner_test.n == 1 and d.winner_test.low is None  # 13 points above the untouched model, n = 1
     assert not d.baseline_judged and not d.beats_baseline
     assert "not judged (only 1 judging seed scored the test tasks: test_seeds 1)" in d.sentence
@@ -206,7 +206,7 @@ def test_the_verdict_names_the_method_the_sets_and_the_cpu_caveat():
     judge = plan.seeds().judge
     configs = [ConfigScores("w", 1, judge=runs(judge, [80.0, 80.4], [78.0, 78.3])),
                ConfigScores("p", None, judge=runs(judge, [79.9, 80.1], [77.9, 78.0]))]
-    d = decide(configs, published="p", baseline=Baseline(79.0, {"avg": 77.0}), plan=plan)
+    d = decide(configs, published="p", baseline=UntouchedFigures(79.0, {"avg": 77.0}), plan=plan)
     text = d.sentence
     assert "judged on fresh seeds" in text and "(seed 42)" in text and "seeds 43-44" in text
     assert "(dev, the data that chose" in text and "seven-task test average, judging seeds" in text
@@ -281,7 +281,7 @@ def test_the_flags_come_from_the_test_average_not_from_the_dev_figures_that_chos
     # on dev (the data that chose) the winner is 2 points ahead on every seed; on the test average it is level
     configs = [ConfigScores("w", 1, judge=runs(judge, [82.0, 82.1, 82.2, 82.3], [78.0, 78.5, 77.5, 78.2])),
                ConfigScores("p", None, judge=runs(judge, [80.0, 80.1, 80.2, 80.3], [78.1, 78.4, 77.6, 78.1]))]
-    d = decide(configs, published="p", baseline=Baseline(79.0, {"avg": 78.0}), plan=plan)
+    d = decide(configs, published="p", baseline=UntouchedFigures(79.0, {"avg": 78.0}), plan=plan)
     assert d.versus_published_dev.low > 1.9  # shown, labelled as the data that chose
     assert not d.beats_published and d.versus_published.covers_zero
     assert not d.beats_baseline and "the data that chose: shown, not judged" in d.sentence
@@ -293,7 +293,7 @@ def test_a_split_objective_judges_on_its_held_out_pairs():
     w = tuple(SeedScore(s, FINISHED, 90.0, {}, held_out=h) for s, h in zip(judge, [81.0, 82.0, 83.0]))
     p = tuple(SeedScore(s, FINISHED, 80.0, {}, held_out=h) for s, h in zip(judge, [79.0, 79.9, 81.1]))
     d = decide([ConfigScores("w", 1, judge=w), ConfigScores("p", None, judge=p)], published="p",
-               baseline=Baseline(), plan=plan)
+               baseline=UntouchedFigures(), plan=plan)
     assert d.versus_published.mean == pytest.approx(2.0) and d.versus_published.n == 3
     assert "held-out part of the objective's pairs" in d.sentence
     with pytest.raises(ValueError, match="judge_on"):
@@ -302,13 +302,13 @@ def test_a_split_objective_judges_on_its_held_out_pairs():
 
 # ------------------------------------------------------------------------------------------ failures count
 def test_a_winner_that_diverges_on_half_its_judging_seeds_beats_nothing():
-    plan = ConfirmPlan(budget="full", top_k=1, choose_seeds=0, judge_seeds=18)
+    plan = ConfirmPlan(budget="full", top_k=1, choose_seeds=0, judge_seeds=18, looks=(18,))  # one look, at the end
     judge = plan.seeds().judge
     ok, lost = judge[::2], judge[1::2]
     w = runs(ok, [85.0] * 9, [80.0 + 0.1 * i for i in range(9)]) + tuple(SeedScore(s, DIVERGED, -1.0) for s in lost)
     p = runs(judge, [80.0] * 18, [78.0 + 0.05 * (i % 3) for i in range(18)])
     d = decide([ConfigScores("w", 1, judge=w), ConfigScores("p", None, judge=p)], published="p",
-               baseline=Baseline(70.0, {"avg": 78.0}), plan=plan)
+               baseline=UntouchedFigures(70.0, {"avg": 78.0}), plan=plan)
     # on the nine seeds it survived it is 2 points ahead of both; the nine diverged seeds count at the worst value,
     # and a failure rate above the comparator's by more than chance (Fisher, one-sided 2.5%) blocks "beats"
     assert d.versus_published.n == 18 and d.versus_published.low > 0 and not d.beats_published
@@ -379,7 +379,7 @@ def test_the_judgment_stops_at_the_look_a_boundary_is_crossed_and_reports_a_repe
     w = runs(judge, [80.0] * 12, [83.0 + 0.1 * (i % 4) for i in range(12)])
     p = runs(judge, [80.0] * 12, [79.0 + 0.1 * (i % 3) for i in range(12)])
     d = decide([ConfigScores("w", 1, judge=w), ConfigScores("p", None, judge=p)], published="p",
-               baseline=Baseline(70.0, {"avg": 78.0}), plan=plan)
+               baseline=UntouchedFigures(70.0, {"avg": 78.0}), plan=plan)
     v = d.versus_published
     assert d.look == 2 and d.stopped == "beats" and d.beats_published and d.beats_baseline
     from raycse.judging import judgment
@@ -397,10 +397,10 @@ def test_a_difference_too_small_to_matter_stops_for_futility_but_never_at_the_la
     w = runs(judge[:6], [80.0] * 6, level)
     p = runs(judge[:6], [80.0] * 6, [x + d for x, d in zip(level, [0.1, -0.1, 0.05, -0.05, 0.2, -0.21])])
     d = decide([ConfigScores("w", 1, judge=w), ConfigScores("p", None, judge=p)], published="p",
-               baseline=Baseline(70.0, {"avg": 78.15}), plan=plan)
+               baseline=UntouchedFigures(70.0, {"avg": 78.15}), plan=plan)
     assert d.look == 1 and d.stopped == "futility" and not d.beats_published and not d.beats_baseline
     single = decide([ConfigScores("w", 1, judge=w), ConfigScores("p", None, judge=p)], published="p",
-                    baseline=Baseline(70.0, {"avg": 78.15}), plan=cpu_plan(judge_seeds=6))
+                    baseline=UntouchedFigures(70.0, {"avg": 78.15}), plan=cpu_plan(judge_seeds=6))
     assert single.stopped is None  # one look: nothing stops early
 
 
@@ -414,7 +414,7 @@ def test_futility_reads_the_pairs_both_sides_ran_not_the_imputed_figure():
     w = runs(judge[:4], [80.0] * 4, w_tests[:4]) + tuple(SeedScore(s, DIVERGED, None) for s in judge[4:])
     p = runs(judge, [80.0] * 6, level)
     d = decide([ConfigScores("w", 1, judge=w), ConfigScores("p", None, judge=p)], published="p",
-               baseline=Baseline(70.0, {"avg": 78.15}), plan=plan)
+               baseline=UntouchedFigures(70.0, {"avg": 78.15}), plan=plan)
     v = d.versus_published  # the judgment: the two lost seeds take the worst value, so the mean is pulled down
     assert v.n == 6 and abs(v.mean) / (v.std / math.sqrt(v.n)) > judgment.futility_bound(plan.design_looks, 1)
     # on the four pairs both ran the difference is small: futile, whatever the failures do to the judgment
@@ -431,7 +431,7 @@ def test_a_space_file_plans_its_looks_and_refuses_bad_ones(tmp_path):
     focal = Path(__file__).resolve().parents[1] / "search_spaces" / "focal.yaml"
     space = load_space(focal)
     assert confirm_plan(space, "full").looks == (6, 9, 12, 18)
-    assert confirm_plan(space.with_cpu_budget(), "cpu").looks is None  # 2 judging seeds: one look
+    assert confirm_plan(space.with_cpu_budget(), "cpu").looks == (2,)  # 2 judging seeds: one look
     bad = tmp_path / "bad.yaml"
     bad.write_text(focal.read_text().replace("judge_seeds: 18}", "judge_seeds: 18, looks: [6, 12, 17]}", 1))
     with pytest.raises(ConfigError, match=r"confirm\.looks must be rising whole numbers .* \(18\)"):

@@ -5,10 +5,16 @@ benchmarks/results/ (named, with its date and machine, in benchmarks/results/fig
 quoted from a record (`<!-- from:RECORD -->`). These tests fail when a page's figure disagrees with its record, when
 a quoted line is not in its record, and when a page states a figure with a unit (s, min, h, %, MB, GB, ...) that is
 neither generated nor a design constant that figures.json lists with its reason.
+
+The benchmarks' pages are read too: benchmarks/README.md is an index of questions under 150 lines, each question has
+a page beside it and a folder of records, `benchmarks/results/<question>/<date>-<machine>/`, each with its README;
+every relative link of those pages resolves, and so does every link of README.md and docs/ into benchmarks/; their
+figure spans and quotes agree with their records.
 """
 from __future__ import annotations
 
 import importlib.util
+import shutil
 from pathlib import Path
 
 import pytest
@@ -27,6 +33,7 @@ FIGURES = _script()
 TABLE = FIGURES.table()
 CHECKED_PAGES = [page for page in FIGURES.pages()
                  if str(page.relative_to(ROOT)) not in FIGURES.GENERATED_PAGES]
+BENCHMARK_PAGES = FIGURES.benchmark_pages()
 
 
 def test_every_figure_names_a_record_with_its_date_and_machine_and_reads_from_it():
@@ -88,3 +95,72 @@ def test_a_quoted_table_is_checked_row_by_row_and_covers_its_figures():
     changed = judging[:start] + judging[start:end].replace(row, row.replace("%", "1%", 1)) + judging[end:]
     assert [wrong.split(":")[0] for wrong in FIGURES.misquoted(changed)] == [record]
     assert FIGURES.unmarked(judging.replace(f"<!-- from:{record} -->", ""), TABLE)  # unquoted, its figures count
+
+
+def test_the_benchmarks_are_filed_by_question_each_record_folder_with_its_readme():
+    assert len(BENCHMARK_PAGES) > 10 and FIGURES.record_folders()
+    assert FIGURES.benchmark_problems() == [], "\n".join(FIGURES.benchmark_problems())
+    index = FIGURES.INDEX.read_text(encoding="utf-8")
+    assert index.count("\n") < FIGURES.INDEX_MAX_LINES == 150
+    for folder in FIGURES.record_folders():
+        readme = (folder / "README.md").read_text(encoding="utf-8")
+        assert f"[{folder.parent.name}](../../../{folder.parent.name}.md)" in readme, f"{folder}: names no question"
+
+
+@pytest.mark.parametrize("page", BENCHMARK_PAGES, ids=[str(page.relative_to(ROOT)) for page in BENCHMARK_PAGES])
+def test_every_link_of_a_benchmarks_page_resolves(page):
+    assert FIGURES.broken_links(page) == []
+
+
+@pytest.mark.parametrize("page", FIGURES.pages(), ids=[str(page.relative_to(ROOT)) for page in FIGURES.pages()])
+def test_every_link_of_the_readme_and_docs_into_benchmarks_resolves(page):
+    assert FIGURES.broken_links(page, only_under=FIGURES.BENCHMARKS) == []
+
+
+def test_the_benchmark_checks_fail_on_a_broken_link_a_record_without_readme_and_a_long_index(tmp_path):
+    index = FIGURES.INDEX
+    assert FIGURES.broken_links(index, "[gone](results/no-such-question/)\n") == [
+        "results/no-such-question/: no such file"]
+    assert FIGURES.broken_links(index, "[x](step-speed.md#no-such-heading)\n")  # an anchor no heading makes
+    assert not FIGURES.broken_links(index, "# Benchmarks\n[x](step-speed.md#how-to-run)\n[y](#benchmarks)\n"
+                                           "`[z](nowhere.md)`\n```\n[w](nowhere.md)\n```\n")  # code is no link
+    readme = ROOT / "README.md"
+    assert FIGURES.broken_links(readme, "[r](benchmarks/results/gone/x.txt) [d](docs/gone.md)\n",
+                                only_under=FIGURES.BENCHMARKS) == ["benchmarks/results/gone/x.txt: no such file"]
+
+    benchmarks = tmp_path / "benchmarks"
+    results, record = benchmarks / "results", benchmarks / "results" / "a-question" / "2026-01-01-cpu2"
+    record.mkdir(parents=True)
+    (results / "figures.json").write_text("{}")
+    (benchmarks / "README.md").write_text("# Benchmarks\n\n| [a question](a-question.md) | its records | 1 |\n")
+    (benchmarks / "a-question.md").write_text("# A question\n\n[record](results/a-question/2026-01-01-cpu2/)\n")
+    assert FIGURES.benchmark_problems(results, benchmarks / "README.md") == [
+        "results/a-question/2026-01-01-cpu2/: no README.md (command, commit, machine, date, headline)"]
+    (record / "README.md").write_text("# A record\n")
+    assert FIGURES.benchmark_problems(results, benchmarks / "README.md") == []
+    (record.parent / "2026-01-02-cpu2").mkdir()
+    (record.parent / "2026-01-02-cpu2" / "README.md").write_text("# Another record\n")
+    assert FIGURES.benchmark_problems(results, benchmarks / "README.md") == [
+        "README.md: the row of a-question.md does not count its 2 record folders"]
+    shutil.rmtree(record.parent / "2026-01-02-cpu2")
+    (results / "loose.json").write_text("{}")
+    (results / "other-question" / "topic-2026-01-02").mkdir(parents=True)
+    (results / "other-question" / "topic-2026-01-02" / "README.md").write_text("# r\n")
+    (benchmarks / "README.md").write_text("# Benchmarks\n\n[a question](a-question.md) [gone](gone.md)\n" + "-\n" * 150)
+    problems = FIGURES.benchmark_problems(results, benchmarks / "README.md")
+    for what in ("results/loose.json: a loose file", "results/other-question/: no page other-question.md",
+                 "topic-2026-01-02/: not named", "README.md: 153 lines, an index is under 150",
+                 "README.md: gone.md: no such file"):
+        assert any(what in problem for problem in problems), (what, problems)
+
+
+
+def test_a_figure_on_a_benchmarks_page_is_checked_against_its_record():
+    page = FIGURES.BENCHMARKS / "negative-similarities.md"
+    assert page in BENCHMARK_PAGES
+    text = page.read_text(encoding="utf-8")
+    span = next(FIGURES.SPAN.finditer(text))
+    assert FIGURES.stale_spans(page.name, text, TABLE) == []
+    changed = text.replace(span[0], f"<!-- figure:{span[1]} -->{span[2]}1<!-- /figure -->", 1)
+    assert [line.split(":")[0] for line in FIGURES.stale_spans(page.name, changed, TABLE)] == [page.name]
+    assert FIGURES.fill(changed, TABLE) == text

@@ -82,7 +82,7 @@ def world(tmp_path_factory, tiny_bert_dir):
     paths["model"] = Path(tiny_bert_dir)
     stores = root / "stores"
     stores.mkdir()
-    from raycse.driver.plan import optuna_rdb_storage
+    from raycse.driver.layout import optuna_rdb_storage
     from raycse.tracking.tracker import Tracker
 
     paths["mlflow"] = stores / "mlflow.db"
@@ -325,7 +325,7 @@ def space_slots(world):
     from raycse.evaluation.sts import OBJECTIVES
     from raycse.losses import LOSS_NAMES, REGULARISERS
     from raycse.settings.distributions import DISTRIBUTIONS
-    from raycse.settings.space import TEST_EVAL
+    from raycse.settings.space_keys import TestScoring
 
     missing = st.sampled_from(["./no-such-thing", "no/such/model/dir", "/no/such/file.txt", "~/no-such-file"])
     paths = st.sampled_from
@@ -376,7 +376,7 @@ def space_slots(world):
         (("search", "num_samples"), bad_int(1)),
         (("search", "max_concurrent"), bad_int(1, nullable=True)),
         (("search", "seed"), bad_int(0, SEED_LIMIT)),
-        (("search", "test_eval"), not_one_of(TEST_EVAL)),
+        (("search", "test_eval"), not_one_of([choice.value for choice in TestScoring])),
         (("search", "scheduler", "name"), not_one_of(("asha", "fifo"))),
         (("search", "scheduler", "grace_evals"), bad_number(1.0)),
         (("search", "scheduler", "reduction_factor"), bad_number(2.0)),
@@ -702,14 +702,14 @@ def test_malformed_report_inputs_are_refused_naming_the_culprit(data, world, wd,
 
 @given(data=st.data())
 def test_malformed_bench_flags_are_refused_naming_the_flag(data, world, wd, tripwires, capfd):
-    from raycse.bench.options import PRECISIONS
+    from raycse.bench.options import BENCH_PRECISIONS
     from raycse.bench.synthetic import SHAPES
     from raycse.losses import LOSS_NAMES
 
     flags = {
         "--shape": not_choice(SHAPES), "--loss": not_choice(LOSS_NAMES), "--batch-size": text_int(1),
         "--steps": text_int(1), "--warmup": text_int(0), "--seq-len": st.one_of(text_int(3), ints(513, 10**6).map(str)),
-        "--precision": not_choice(PRECISIONS), "--concurrent": text_int(1, 64),
+        "--precision": not_choice(BENCH_PRECISIONS), "--concurrent": text_int(1, 64),
         "--output": st.one_of(st.sampled_from(["full", "notes.txt/out.json"]), bad_paths(world)),
         "--profile": st.one_of(st.sampled_from(["full", "notes.txt/trace.txt"]), bad_paths(world)),
     }

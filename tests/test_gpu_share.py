@@ -9,12 +9,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from raycse.driver.plan import gpu_share, model_shape, search_plan
+from raycse.driver.layout import gpu_share, model_shape, space_to_run
+from raycse.driver.state import BenchmarkHook
 from raycse.settings.gpu_share import GPU_STEPS, GpuStep, trials_per_gpu
 from raycse.settings.space import load_space
 
-NO_FLAGS = SimpleNamespace(num_samples=None, max_concurrent=None, seed=None, scheduler=None, grace_evals=None,
-                           confirm=True, choose_seeds=None, judge_seeds=None)
+NO_FLAGS = SimpleNamespace(num_samples=None, max_concurrent=None, seed=None, benchmark=BenchmarkHook(), confirm=True,
+                           choose_seeds=None, judge_seeds=None)
 H100 = {"GPU": 1.0, "CPU": 16.0}  # the machine the GPU suite runs on
 
 
@@ -24,7 +25,7 @@ def test_the_recorded_steps_give_two_bert_base_trials_a_gpu_and_eight_minilm_one
     assert bert.trials == 2 and bert.gpus_per_worker == 0.5 and "+6%, under +10%" in bert.why
     # MiniLM, batch 64 (eager): +103%, +73%, +30% from 1 to 8; 8 is the most measured, so never more
     minilm = trials_per_gpu("minilm", 64, 32)
-    assert minilm.trials == 8 and "h100-2026-11-22/concurrent.json" in minilm.why
+    assert minilm.trials == 8 and "step-speed/2026-11-22-h100/concurrent.json" in minilm.why
     # the CPUs beside a GPU bound it: 5 trials' worth keeps 4 (the measured point below)
     assert trials_per_gpu("minilm", 64, 32, most=5).trials == 4
     assert trials_per_gpu("minilm", 64, 32, most=1).trials == 1
@@ -53,24 +54,24 @@ def test_the_plan_makes_auto_a_number_for_its_cluster_and_a_files_number_wins(mo
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     focal = load_space("focal")
     assert focal.resources.gpus_per_worker == "auto"
-    assert search_plan(focal, NO_FLAGS, "full", H100).resources.gpus_per_worker == 0.125
+    assert space_to_run(focal, NO_FLAGS, "full", H100).resources.gpus_per_worker == 0.125
     # four CPUs beside the GPU feed two trials of focal's two CPUs each
-    assert search_plan(focal, NO_FLAGS, "full", {"GPU": 1.0, "CPU": 4.0}).resources.gpus_per_worker == 0.5
-    assert search_plan(focal, NO_FLAGS, "full", {"CPU": 16.0}).resources.gpus_per_worker == 0.0  # no GPU
-    assert search_plan(focal, NO_FLAGS, "cpu", H100).resources.gpus_per_worker == 0  # the CPU budget's own 0
-    assert search_plan(focal, NO_FLAGS, "paper", H100).resources.gpus_per_worker == 0.5  # BERT-base: two a GPU
+    assert space_to_run(focal, NO_FLAGS, "full", {"GPU": 1.0, "CPU": 4.0}).resources.gpus_per_worker == 0.5
+    assert space_to_run(focal, NO_FLAGS, "full", {"CPU": 16.0}).resources.gpus_per_worker == 0.0  # no GPU
+    assert space_to_run(focal, NO_FLAGS, "cpu", H100).resources.gpus_per_worker == 0  # the CPU budget's own 0
+    assert space_to_run(focal, NO_FLAGS, "paper", H100).resources.gpus_per_worker == 0.5  # BERT-base: two a GPU
     # a driver that joined a cluster may see no GPU until a trial asks for one (an autoscaler starting from zero):
     # the CPUs beside its GPUs unknown, at most four trials a GPU, the fixed share before `auto`
     monkeypatch.setenv("RAY_ADDRESS", "auto")
-    assert search_plan(focal, NO_FLAGS, "full", {"CPU": 16.0}).resources.gpus_per_worker == 0.25
-    assert search_plan(focal, NO_FLAGS, "full", {"GPU": 8.0, "CPU": 96.0}).resources.gpus_per_worker == 0.25  # p4d
-    assert search_plan(focal, NO_FLAGS, "full", {"GPU": 8.0, "CPU": 192.0}).resources.gpus_per_worker == 0.125
+    assert space_to_run(focal, NO_FLAGS, "full", {"CPU": 16.0}).resources.gpus_per_worker == 0.25
+    assert space_to_run(focal, NO_FLAGS, "full", {"GPU": 8.0, "CPU": 96.0}).resources.gpus_per_worker == 0.25  # p4d
+    assert space_to_run(focal, NO_FLAGS, "full", {"GPU": 8.0, "CPU": 192.0}).resources.gpus_per_worker == 0.125
     monkeypatch.delenv("RAY_ADDRESS")
     # a file's own number is never replaced
     dclr = load_space("dclr")
-    assert search_plan(dclr, NO_FLAGS, "full", H100).resources.gpus_per_worker == 0.25
+    assert space_to_run(dclr, NO_FLAGS, "full", H100).resources.gpus_per_worker == 0.25
     stated = dataclasses.replace(focal, resources=dataclasses.replace(focal.resources, gpus_per_worker=1.0))
-    assert search_plan(stated, NO_FLAGS, "full", H100).resources.gpus_per_worker == 1.0
+    assert space_to_run(stated, NO_FLAGS, "full", H100).resources.gpus_per_worker == 1.0
     # a trial of several workers never shares a GPU
     two = dataclasses.replace(focal, resources=dataclasses.replace(focal.resources, workers=2))
     assert gpu_share(two, H100).trials == 1

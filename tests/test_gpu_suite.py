@@ -183,7 +183,7 @@ def test_the_paper_part_plans_the_gpu_setting_from_recorded_figures_and_starts_n
     assert sentences == 128_000  # the sentences 2,000 steps of 64 train on
     predicted = paper_part.predict(space)
     assert "bert-base, batch 64, 4 trial(s) sharing a GPU" in predicted["step_ms"]["source"]
-    assert "h100-paper-2026-11-26/steady-steps.json" in predicted["step_ms"]["source"]  # measured inside trials
+    assert "paper-scale/2026-11-26-h100/steady-steps.json" in predicted["step_ms"]["source"]  # measured inside trials
     assert predicted["plan"] | {"gpu_hours": 0} == {"trials": 5, "steps": 2000, "evals": 16, "at_once": 4,
                                                     "gpu_hours": 0}  # the untouched model's scoring, and 4 trials
     assert predicted["best_gb"]["value"] == pytest.approx(0.438, abs=0.01)  # BERT-base's 109.5M float32 weights
@@ -213,10 +213,10 @@ def test_the_device_environment_refuses_weights_that_are_not_minilm_s(tmp_path, 
 
 
 def test_the_recorded_in_trial_steps_are_what_the_h100_paper_log_gives(capsys):
-    """benchmarks/results/h100-paper-2026-11-26: each trial's step after its first evaluation, as steady-steps.json
-    records it (and the cost model reads it), is what its search's progress lines give; the mean step counts the
-    first evaluation's eager steps too, so it is the larger."""
-    folder = Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "h100-paper-2026-11-26"
+    """benchmarks/results/paper-scale/2026-11-26-h100: each trial's step after its first evaluation, as
+    steady-steps.json records it (and the cost model reads it), is what its search's progress lines give; the mean step
+    counts the first evaluation's eager steps too, so it is the larger."""
+    folder = Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "paper-scale/2026-11-26-h100"
     assert paper_part.main(["unused", "--steady", str(folder / "paper.log")]) == 0
     steady = {row["search"]: row["steady_step_ms"] for row in map(json.loads, capsys.readouterr().out.splitlines())}
     recorded = json.loads((folder / "steady-steps.json").read_text())

@@ -13,7 +13,7 @@ import pytest
 from raycse import api
 from raycse.cli import main
 from raycse.data.synthetic_corpus import WIKI1M_SENTENCES
-from raycse.driver.plan import auto_budget, search_plan
+from raycse.driver.layout import auto_budget, space_to_run
 from raycse.driver.preflight import open_space_inputs
 from raycse.errors import ConfigError
 from raycse.settings.budgets import BUDGETS
@@ -41,8 +41,10 @@ def _published_config(space):
 def _options(**given) -> object:
     from types import SimpleNamespace
 
-    return SimpleNamespace(**{name: None for name in ("num_samples", "max_concurrent", "seed", "scheduler",
-                                                      "grace_evals", "choose_seeds", "judge_seeds")},
+    from raycse.driver.state import BenchmarkHook
+
+    return SimpleNamespace(**{name: None for name in ("num_samples", "max_concurrent", "seed", "choose_seeds",
+                                                      "judge_seeds")}, benchmark=BenchmarkHook(),
                            confirm=True, **given)
 
 
@@ -52,7 +54,7 @@ def test_every_file_with_a_recipe_runs_the_papers_model_and_corpus_and_keeps_its
     if name in WITHOUT_A_RECIPE:
         assert space.paper_budget is None
         return
-    paper = search_plan(space, _options(), "paper")
+    paper = space_to_run(space, _options(), "paper")
     config = _published_config(paper)
     assert paper.budget == "paper" and config.model == "bert-base-uncased"
     assert (config.sup_data, config.corpus) == ((NLI, space.base.corpus) if config.supervised else (None, WIKI1M))
@@ -65,7 +67,7 @@ def test_every_file_with_a_recipe_runs_the_papers_model_and_corpus_and_keeps_its
     # the search stage and the judging plan stay the full budget's; the default full budget stays the bundled one
     assert (paper.num_samples, paper.confirm, paper.scheduler, paper.families.keys()) == (
         space.num_samples, space.confirm, space.scheduler, space.families.keys())
-    assert search_plan(space, _options(), "full") is not None and space.base.model == "minilm"
+    assert space_to_run(space, _options(), "full") is not None and space.base.model == "minilm"
     assert (space.base.corpus, space.base.sup_data) in (("wiki-sample", None), ("wiki-sample", "sick-train"))
 
 
@@ -165,6 +167,6 @@ def test_the_paper_budgets_answer_is_judged_as_a_decision_and_the_cpu_budgets_as
     from raycse.driver.confirmation import confirm_plan
 
     space = load_space("focal")
-    paper = confirm_plan(search_plan(space, _options(), "paper"), "paper")
+    paper = confirm_plan(space_to_run(space, _options(), "paper"), "paper")
     assert paper.budget == "full" and paper.judge_seeds == 18 and paper.looks == (6, 9, 12, 18)
-    assert confirm_plan(search_plan(space, _options(), "cpu"), "cpu").budget == "cpu"
+    assert confirm_plan(space_to_run(space, _options(), "cpu"), "cpu").budget == "cpu"

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from raycse.driver import progress
-from raycse.driver.progress import CLEAR_LINE, SearchProgress, duration
+from raycse.driver.progress import CLEAR_LINE, SearchProgress, short_duration
 
 
 @dataclass
@@ -44,7 +44,7 @@ class Clock:
 
 
 def test_durations_read_as_a_person_writes_them():
-    assert [duration(s) for s in (0, 45.4, 192, 3900)] == ["0s", "45s", "3m12s", "1h05m"]
+    assert [short_duration(s) for s in (0, 45.4, 192, 3900)] == ["0s", "45s", "3m12s", "1h05m"]
 
 
 def test_the_figures_of_the_status_line():
@@ -96,7 +96,8 @@ def test_plain_lines_in_a_pipe():
 
 
 # ----------------------------------------------------------------------------- the estimate, on recorded timings
-RECORDED = Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "cpu-mainjob-2026-11-26" / "trials.json"
+RECORDED = (Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "quick-start-cpu" / "2026-11-26-cpu2"
+            / "trials.json")
 
 
 def replayed_estimates(stage: str):
@@ -156,7 +157,7 @@ def test_lines_printed_while_shown_go_above_the_status_line(monkeypatch):
     terminal = io.StringIO()
     monkeypatch.setattr(terminal, "isatty", lambda: True, raising=False)
     monkeypatch.setenv("TERM", "xterm")
-    with progress.shown(stream=terminal) as shown:
+    with progress.displayed(stream=terminal) as shown:
         assert shown.live and sys.stdout is not terminal
         shown.stage("search")
         progress.plan_trials(3)

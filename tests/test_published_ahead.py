@@ -1,16 +1,16 @@
 """The published point's first judging look trains beside the choosing runs (raycse/driver/stages/choose.py): the
 judging stage then trains only the winner's runs, and starts no Tune experiment at all when the winner is the
 published point. A real Ray, Tune, Optuna and MLflow, with the scale benchmark's stand-in trial in place of training
-(raycse/bench/simulated_trial.py), whose landscape here decides whether the published point wins."""
+(benchmarks/simulated_trial.py), whose landscape here decides whether the published point wins."""
 from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
 
 import pytest
+from benchmark_modules import load_benchmark
 
-from raycse.bench.simulated_trial import SimulatedTrials
-
+SimulatedTrials = load_benchmark("simulated_trial").SimulatedTrials
 ROOT = Path(__file__).resolve().parents[1]
 PUBLISHED = {"tau": 0.07, "m": 0.3, "lr": 3.0e-5}  # focal.yaml's
 
@@ -35,19 +35,20 @@ def test_the_published_points_first_look_trains_beside_the_choosing_runs(tmp_pat
     from mlflow.tracking import MlflowClient
 
     from raycse.driver.run import run_stages
-    from raycse.driver.state import SearchOptions
-    from raycse.settings.confirm import Confirm
+    from raycse.driver.state import BenchmarkHook, SearchOptions
+    from raycse.judging.confirmation_plan import ConfirmPlan
     from raycse.settings.space import load_space
 
     space = load_space(ROOT / "search_spaces" / "focal.yaml")
     base = dataclasses.replace(space.base, model=str(tiny_bert_dir), max_steps=4, eval_steps=2)
     space = dataclasses.replace(space, experiment="ahead", num_samples=3, test_eval="none", base=base,
-                                max_concurrent=1, confirm=Confirm(top_k=2, choose_seeds=1, judge_seeds=2),
+                                max_concurrent=1, confirm=ConfirmPlan(top_k=2, choose_seeds=1, judge_seeds=2),
                                 resources=dataclasses.replace(space.resources, cpus_per_worker=1, gpus_per_worker=0))
     assert space.judges_published_ahead
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     options = SearchOptions(tracking_uri=uri, storage_path=str(tmp_path / "ray"), budget="full",
-                            trial_stand_in=SimulatedTrials(curve=TwoLevels(published_wins), eval_interval_s=0.05))
+                            benchmark=BenchmarkHook(trial_stand_in=SimulatedTrials(curve=TwoLevels(published_wins),
+                                                                                   eval_interval_s=0.05)))
     state = run_stages(space, options, log=lambda line: None)
 
     published = state.outcome.published_key

@@ -29,7 +29,7 @@ import pytest
 import yaml
 
 from raycse.cli import build_parser
-from raycse.driver.plan import default_optuna_storage
+from raycse.driver.layout import default_optuna_storage
 from raycse.errors import ConfigError
 from raycse.tracking.stores import sqlite_file, state_layout
 from raycse.tracking.tracker import DEFAULT_TRACKING_URI

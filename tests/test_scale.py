@@ -12,10 +12,15 @@ import time
 from pathlib import Path
 
 import pytest
+from benchmark_modules import load_benchmark
 
-from raycse.bench.simulated_trial import ParametricCurve
 from raycse.driver.tune.write_queue import StepMetrics, WriteQueue
 from raycse.tracking.latency import Latencies
+
+# benchmarks/'s stand-in trial and its count of Tune's workers (they serve the scale benchmark alone)
+_stand_in = load_benchmark("simulated_trial")
+ParametricCurve, SimulatedTrials = _stand_in.ParametricCurve, _stand_in.SimulatedTrials
+WorkerRequests = load_benchmark("trial_workers").WorkerRequests
 
 
 def test_a_latency_percentile_is_within_a_bin_of_the_truth():
@@ -88,9 +93,8 @@ def test_a_search_with_the_stand_in_trial_records_what_a_real_one_does(tmp_path,
     import ray
     from mlflow.tracking import MlflowClient
 
-    from raycse.bench.simulated_trial import SimulatedTrials
     from raycse.driver.run import run_stages
-    from raycse.driver.state import SearchOptions
+    from raycse.driver.state import BenchmarkHook, SearchOptions
     from raycse.settings.space import load_space
     from raycse.tracking.latency import LATENCIES
 
@@ -108,7 +112,7 @@ def test_a_search_with_the_stand_in_trial_records_what_a_real_one_does(tmp_path,
                                eval_interval_s=0.05, timeline_dir=str(timeline))
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     options = SearchOptions(tracking_uri=uri, storage_path=str(tmp_path / "ray"), budget="full", confirm=False,
-                            trial_stand_in=stand_in)
+                            benchmark=BenchmarkHook(trial_stand_in=stand_in))
     ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, log_to_driver=False)
     try:
         LATENCIES.reset()
@@ -144,7 +148,7 @@ def test_the_drivers_sqlite_stores_commit_in_write_ahead_log_mode(tmp_path):
 
     import optuna
 
-    from raycse.driver.plan import optuna_rdb_storage
+    from raycse.driver.layout import optuna_rdb_storage
     from raycse.tracking.tracker import Tracker
 
     url = f"sqlite:///{tmp_path / 'optuna.db'}"
@@ -172,7 +176,6 @@ def test_a_finished_trials_worker_runs_the_next_trial_and_no_later_trial_starts_
     import ray
     from ray import tune
 
-    from raycse.bench.trial_workers import WorkerRequests
     from raycse.driver.tune.newest_first import NewestFirstASHA
 
     def instant(config):

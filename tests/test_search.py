@@ -307,7 +307,7 @@ def test_the_benchmark_strategies_a_hand_grid_and_a_budget_of_training_steps(tmp
     """What benchmarks/search_quality.py compares: a Tune grid trains exactly its points; a step budget ends the
     random search's stage once its trials' steps add up to it (here 6 = one 4-step trial and half of the next)."""
     from raycse.driver.run import run_search
-    from raycse.driver.state import SearchOptions
+    from raycse.driver.state import BenchmarkHook, SearchOptions
     from raycse.settings.space import load_space
 
     monkeypatch.chdir(tmp_path)
@@ -319,11 +319,11 @@ def test_the_benchmark_strategies_a_hand_grid_and_a_budget_of_training_steps(tmp
         outcome = run_search(dataclasses.replace(space, experiment=experiment), options, log=lambda line: None)
         return [t for t in outcome.trials if t.stage == "search"]
 
-    grid = search("grid", sampler="grid", grid={"tau": [0.05, 0.1], "m": [0.2]})
+    grid = search("grid", benchmark=BenchmarkHook(grid={"tau": [0.05, 0.1], "m": [0.2]}))
     assert sorted((t.params["tau"], t.params["m"]) for t in grid) == [(0.05, 0.2), (0.1, 0.2)]
     assert all(t.steps == 4 and t.optuna_number is None for t in grid)  # no Optuna study behind a grid
 
-    budgeted = search("budget", sampler="random", max_total_steps=6)
+    budgeted = search("budget", benchmark=BenchmarkHook(sampler="random", max_total_steps=6))
     assert len(budgeted) < 8 and sum(t.steps for t in budgeted) == 6
     first = min(budgeted, key=lambda t: t.ended_at)
     assert first.params == {"tau": 0.07, "m": 0.3} and first.steps == 4  # the published point first, in full

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from benchmark_modules import load_benchmark
 
-from raycse.driver.tune.concurrency import mean_running, search_concurrency
+from raycse.driver.concurrency import mean_running, search_concurrency
 from raycse.errors import ConfigError
 from raycse.settings.space import parse_space
 

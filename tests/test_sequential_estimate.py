@@ -7,7 +7,7 @@ import pytest
 from raycse.judging import judgment
 from raycse.judging.confirmation_plan import ConfirmPlan, default_plan
 from raycse.judging.decision import decide
-from raycse.judging.seed_scores import Baseline, ConfigScores, SeedScore
+from raycse.judging.seed_scores import ConfigScores, SeedScore, UntouchedFigures
 from raycse.judging.sequential_estimate import adjusted_mean, correction, stopping_estimate
 from raycse.records import DIVERGED, FINISHED
 
@@ -71,7 +71,7 @@ def test_the_decision_reports_the_adjusted_estimate_beside_the_naive_mean_and_th
     w = _runs(judge, w_tests[:5] + [None])  # the last seed diverged: the estimate is over the 5 pairs both ran
     p = _runs(judge, level)
     d = decide([ConfigScores("w", 1, judge=w), ConfigScores("p", None, judge=p)], published="p",
-               baseline=Baseline(70.0, {"avg": 78.15}), plan=plan)
+               baseline=UntouchedFigures(70.0, {"avg": 78.15}), plan=plan)
     assert d.look == 1 and d.stopped == "futility" and not d.beats_published and not d.below_published
     e = d.estimate_published
     diffs = [a - b for a, b in zip(w_tests[:5], level[:5])]
@@ -82,7 +82,7 @@ def test_the_decision_reports_the_adjusted_estimate_beside_the_naive_mean_and_th
     assert "adjusted for early stopping" in d.sentence and f"naive mean {e.naive:+.2f}" in d.sentence
     # the fixed design (one look) reports the plain mean and says nothing of stopping
     fixed = decide([ConfigScores("w", 1, judge=w), ConfigScores("p", None, judge=p)], published="p",
-                   baseline=Baseline(70.0, {"avg": 78.15}),
+                   baseline=UntouchedFigures(70.0, {"avg": 78.15}),
                    plan=ConfirmPlan(budget="full", top_k=1, choose_seeds=0, judge_seeds=6))
     assert not fixed.estimate_published.adjusted and fixed.estimate_published.estimate == pytest.approx(e.naive)
     assert "adjusted for early stopping" not in fixed.sentence

@@ -66,14 +66,14 @@ def test_the_sts_sets_come_from_raycse_sts_data_and_the_fingerprint_follows_them
 def test_stored_figures_come_back_and_clear_forgets_them(cache, capsys):
     scores = {"by_pooler": {"cls_before_pooler": {"objective": 61.25, "stsb_dev": 61.25}},
               "test": {"STS12": 40.5, "avg": 50.125}}
-    assert untouched_cache.load("k1") is None
+    assert untouched_cache.recall("k1") is None
     untouched_cache.store("k1", scores)
-    assert untouched_cache.load("k1") == scores
+    assert untouched_cache.recall("k1") == scores
     (cache / "untouched" / "k2.json").write_text("{half a file")
-    assert untouched_cache.load("k2") is None  # unreadable: scored again
+    assert untouched_cache.recall("k2") is None  # unreadable: scored again
     assert main(["cache", "clear"]) == 0
     assert capsys.readouterr().out == f"removed 2 cached figure files from {cache}\n"
-    assert untouched_cache.load("k1") is None and not list((cache / "untouched").iterdir())
+    assert untouched_cache.recall("k1") is None and not list((cache / "untouched").iterdir())
     assert main(["cache", "clear"]) == 0 and "removed 0 cached figure files" in capsys.readouterr().out
 
 

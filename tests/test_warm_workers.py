@@ -74,15 +74,16 @@ def test_a_three_stage_search_trains_every_trial_in_at_most_max_concurrent_proce
     # on the test tasks by a warm worker of a search that goes on
     import ray
 
-    from raycse.driver.stages.test_tasks import TestTasksStage
+    from raycse.driver.stages.test import TestStage
     from raycse.driver.tune.scoring import scoring_task
+    from raycse.driver.tune.search_workers import search_workers
 
     untested = [dataclasses.replace(state.judge_runs[0], test={})]
-    going_on = SearchState(space=state.space, options=options, plan=state.plan, budget=state.budget,
+    going_on = SearchState(loaded_space=state.loaded_space, options=options, space=state.space, budget=state.budget,
                            judge_runs=untested)
-    assert going_on.uses_warm_workers()
+    assert search_workers(going_on).enabled
     try:
-        TestTasksStage().run(going_on)
+        TestStage().run(going_on)
         # a warm worker keeps what its imports made out of the garbage collection it runs after each trial
         frozen = ray.get(scoring_task(going_on, gc.get_freeze_count)())
     finally:

@@ -16,7 +16,7 @@ import sys
 
 import torch
 
-from raycse.bench.synthetic import load_tokenizer, make_encoder, synthetic_data
+from raycse.bench.synthetic import bench_tokenizer, make_encoder, synthetic_data
 from raycse.bench.timing import device_name, synchronize, timed_steps
 from raycse.encoder.model import pick_device
 from raycse.errors import first_line
@@ -35,12 +35,12 @@ def _resident_mib() -> float:
     return math.nan
 
 
-def measure(spec: dict) -> dict:
+def measure_configuration(spec: dict) -> dict:
     """One configuration in this process: {"ms_per_step", "peak_mib", "start_mib", ...}. `spec`: the options as a
     dict plus "loss", "batch_size" and "mini_batch_size" (None: uncached)."""
     device = pick_device()
     start_mib = _resident_mib()
-    tokenizer = load_tokenizer()
+    tokenizer = bench_tokenizer()
     config = TrainConfig(model="random", loss=spec["loss"], batch_size=spec["batch_size"],
                          mini_batch_size=spec["mini_batch_size"], max_len=spec["seq_len"], pooler="cls",
                          precision=spec["precision"], compile="always" if spec["compile"] else "never",
@@ -81,7 +81,7 @@ def fork_each_configuration() -> None:
                 os.close(read_end)
                 os.dup2(2, 1)
                 try:
-                    answer = {"figures": {**measure(spec), "process_id": os.getpid()}}
+                    answer = {"figures": {**measure_configuration(spec), "process_id": os.getpid()}}
                 except Exception as err:  # noqa: BLE001 (the answer names it, whatever it was)
                     answer = {"error": first_line(err)}
                 os.write(write_end, json.dumps(answer).encode())

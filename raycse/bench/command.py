@@ -10,7 +10,7 @@ CONCURRENT_LIMIT = 64  # `raycse bench --concurrent N`: trials sharing one machi
 
 def add_bench_arguments(p: argparse.ArgumentParser) -> None:
     """`raycse bench`'s flags, each with its default."""
-    from raycse.bench.options import PRECISIONS
+    from raycse.bench.options import BENCH_PRECISIONS
     from raycse.bench.step import BenchOptions
     from raycse.bench.synthetic import SHAPES
 
@@ -28,7 +28,7 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
                    help="tokens per sentence, [CLS] and [SEP] included (default: %(default)s)")
     p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True,
                    help="torch.compile the encoder with CUDA graphs, as the trainer does (CUDA only) (default: on)")
-    p.add_argument("--precision", default=d.precision, choices=list(PRECISIONS), help="autocast precision of the "
+    p.add_argument("--precision", default=d.precision, choices=list(BENCH_PRECISIONS), help="autocast precision of the "
                    "timed step (default: %(default)s)")
     p.add_argument("--no-eval", action="store_true", help="skip timing the STS-B dev evaluation (default: off)")
     p.add_argument("--no-baseline", action="store_true", help="skip timing the naive fp32 step (default: off)")
@@ -55,7 +55,7 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
 def run_bench_command(args) -> int:
     """Run what the flags ask for and print its table; 0 when done."""
     from raycse.bench.concurrent import format_concurrent, format_share, run_concurrent, run_share
-    from raycse.bench.step import BenchOptions, format_table, run_bench
+    from raycse.bench.step import BenchOptions, format_step_row, run_bench
     from raycse.files import write_json_atomic
     from raycse.settings.checks import check_int, check_writable_file
 
@@ -79,7 +79,7 @@ def run_bench_command(args) -> int:
         print(format_concurrent(results))
     else:
         results = run_bench(options)
-        print(format_table(results))
+        print(format_step_row(results))
     if args.output:
         write_json_atomic(args.output, results)
     return 0

@@ -40,14 +40,14 @@ def concurrent_trial(options: dict, threads: int, barrier) -> dict:
     import torch
 
     from raycse.bench.step import BATCH_POOL, BenchOptions, build_runner, step_inputs
-    from raycse.bench.synthetic import load_tokenizer, synthetic_data
+    from raycse.bench.synthetic import bench_tokenizer, synthetic_data
     from raycse.bench.timing import device_name, synchronize
     from raycse.encoder.model import pick_device
 
     torch.set_num_threads(max(1, threads))
     opts = BenchOptions(**options)
     device = pick_device()
-    tokenizer = load_tokenizer()
+    tokenizer = bench_tokenizer()
     runner, loss_fn = build_runner(opts, tokenizer, device)
     data = synthetic_data(tokenizer, opts.batch_size, opts.seq_len, loss_fn.needs_hard_neg,
                           min(BATCH_POOL, opts.warmup + opts.steps), opts.seed)

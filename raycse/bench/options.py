@@ -8,7 +8,7 @@ from raycse.bench.synthetic import MAX_POSITIONS, SHAPES
 from raycse.errors import ConfigError
 from raycse.settings.checks import INT_LIMIT, check_int
 
-PRECISIONS = ("auto", "fp32", "bf16")
+BENCH_PRECISIONS = ("auto", "fp32", "bf16")
 
 
 @dataclass
@@ -30,8 +30,8 @@ class StepOptions:
             check_int(flag, value, low=low, high=INT_LIMIT)
         if self.seq_len > MAX_POSITIONS:
             raise ConfigError(f"--seq-len: at most {MAX_POSITIONS} (the position embeddings), got {self.seq_len}")
-        if self.precision not in PRECISIONS:
-            raise ConfigError(f"--precision: {self.precision!r} is not one of {', '.join(PRECISIONS)}")
+        if self.precision not in BENCH_PRECISIONS:
+            raise ConfigError(f"--precision: {self.precision!r} is not one of {', '.join(BENCH_PRECISIONS)}")
         return self
 
 

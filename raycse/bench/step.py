@@ -51,7 +51,7 @@ import time
 from dataclasses import dataclass
 
 from raycse.bench.options import StepOptions, check_loss
-from raycse.bench.synthetic import SHAPES, load_tokenizer, make_encoder, synthetic_data
+from raycse.bench.synthetic import SHAPES, bench_tokenizer, make_encoder, synthetic_data
 from raycse.bench.timing import device_name, free_device_memory, host_tokenize_ms, profile_steps, timed_steps
 from raycse.losses import DEFAULT_LOSS
 
@@ -274,7 +274,7 @@ def run_bench(options: BenchOptions) -> dict:
 
     options.validate()
     device = pick_device()
-    tokenizer = load_tokenizer()
+    tokenizer = bench_tokenizer()
     runner, loss_fn = build_runner(options, tokenizer, device)
     data = synthetic_data(tokenizer, options.batch_size, options.seq_len, loss_fn.needs_hard_neg,
                           min(BATCH_POOL, options.warmup + options.steps), options.seed)
@@ -322,7 +322,7 @@ def _fmt(value, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
-def format_table(r: dict) -> str:
+def format_step_row(r: dict) -> str:
     layers = SHAPES[r["shape"]]
     flags = f"{r['precision']}, {r['attention']}, {r['optimizer']}" + (", compiled" if r["compile"] else "")
     rows = [("raycse (" + flags + ")", r["ms_per_step"], r["sentences_per_s"], r["tflop_per_s"], r["mfu"])]

@@ -16,7 +16,7 @@ def bert_config(shape: str, vocab_size: int, attn_implementation: str):
                       attn_implementation=attn_implementation, **SHAPES[shape])
 
 
-def load_tokenizer():
+def bench_tokenizer():
     from transformers import AutoTokenizer
 
     from raycse.encoder.loading import resolve_model_path

@@ -1,10 +1,12 @@
 """The search driver behind `raycse search` and `raycse.search()`: a conductor that runs a list of stages.
 
     run.py           the conductor: the stages in order, each timed; `run_search`
-    state.py         what the stages share: the options, the plan, the stores, and each stage's typed products
-    stages/          one module per stage: setup, baseline, shared_tokens (tokenize), stage0, search, choose,
-                     judge, test_tasks, record, report
-    plan.py          budget, resources, concurrency, the scheduler and the Optuna study's storage
+    state.py         what the stages share: the options, the space it runs, the stores, and each stage's typed products
+    stages/          one module per stage, named after it: setup, baseline, tokenize, stage0, search, choose,
+                     judge, test, record, report
+    layout.py        the budget, the space the search runs (`space_to_run`), resources, concurrency and the Optuna
+                     study's storage
+    concurrency.py   how many trials really ran at once, from their start and end times
     preflight.py     what a search checks before it starts anything (the last of the validation)
     confirmation.py  which configurations the choosing and judging stages retrain, and their figures over seeds
     outcome.py       the typed records a search produces (trials, confirmed configurations, the outcome) and

@@ -5,33 +5,34 @@ The statistics themselves are raycse/judging/decision.py's (pure); this module o
 """
 from __future__ import annotations
 
+import dataclasses
+
 from raycse.driver.outcome import Baseline, TrialRecord
 from raycse.judging.confirmation_plan import ConfirmPlan
 from raycse.judging.ranking import Ranked, TrialCurve
-from raycse.judging.seed_scores import Baseline as DecisionBaseline
-from raycse.judging.seed_scores import ConfigScores, SeedScore
+from raycse.judging.seed_scores import ConfigScores, SeedScore, UntouchedFigures
 from raycse.records import CHOOSE, JUDGE, SEARCH
 from raycse.settings.budgets import JUDGED_AS
 from raycse.settings.space import SearchSpace, TrialSpec
 
 
-def confirm_plan(plan: SearchSpace, budget: str) -> ConfirmPlan | None:
+def confirm_plan(space: SearchSpace, budget: str) -> ConfirmPlan | None:
     """The space's confirmation settings as the decision reads them (a budget's answer as it is judged: the paper's
     budget's is a decision, as the full budget's); None without a confirmation stage."""
-    if plan.confirm is None:
+    if space.confirm is None:
         return None
     from raycse.evaluation.sts import build_objective
 
-    objective = build_objective(plan.base.objective, plan.base.objective_columns)
-    return ConfirmPlan(budget=JUDGED_AS[budget], top_k=plan.confirm.top_k, choose_seeds=plan.confirm.choose_seeds,
-                       judge_seeds=plan.confirm.judge_seeds, base_seed=plan.base.seed, num_samples=plan.num_samples,
-                       objective=objective.description, test_seeds=plan.confirm.judging_seeds_on_test(),
-                       looks=looks if len(looks := plan.confirm.judging_looks()) > 1 else None)
+    objective = build_objective(space.base.objective, space.base.objective_columns)
+    confirm = space.confirm
+    return dataclasses.replace(confirm, budget=JUDGED_AS[budget], base_seed=space.base.seed,
+                               num_samples=space.num_samples, objective=objective.description,
+                               test_seeds=confirm.judging_seeds_on_test, looks=confirm.design_looks)
 
 
-def seeds_on_test(plan: SearchSpace, budget: str) -> tuple[int, ...]:
+def seeds_on_test(space: SearchSpace, budget: str) -> tuple[int, ...]:
     """The judging seeds whose runs score the seven test tasks: the first `test_seeds` of them."""
-    return confirm_plan(plan, budget).seeds().judge[:plan.confirm.judging_seeds_on_test()]
+    return confirm_plan(space, budget).seeds().judge[:space.confirm.judging_seeds_on_test]
 
 
 def trial_curves(searched: list[TrialRecord]) -> list[TrialCurve]:
@@ -47,24 +48,24 @@ def trial_curves(searched: list[TrialRecord]) -> list[TrialCurve]:
     return curves
 
 
-def configurations(plan: SearchSpace, records: list[TrialRecord]) -> dict[str, dict]:
+def configurations(space: SearchSpace, records: list[TrialRecord]) -> dict[str, dict]:
     """Every configuration the records hold, and the published points: key -> {family, params}."""
     found = {r.config_key: {"family": r.family, "params": r.params} for r in records}
-    for family in plan.families:
-        sampled = plan.published_sampled(family) if plan.families[family].published else None
+    for family in space.families:
+        sampled = space.published_sampled(family) if space.families[family].published else None
         if sampled is not None:
-            found.setdefault(plan.config_key(sampled), {"family": plan.family_of(sampled),
-                                                         "params": plan.params_of(sampled)})
+            found.setdefault(space.config_key(sampled), {"family": space.family_of(sampled),
+                                                         "params": space.params_of(sampled)})
     return found
 
 
-def published_key(plan: SearchSpace, winner_family: str | None) -> str | None:
+def published_key(space: SearchSpace, winner_family: str | None) -> str | None:
     """The published point the winner is set against: in a conditional space (all.yaml), its own family's."""
-    sampled = plan.published_sampled(winner_family if plan.conditional else None)
-    return plan.config_key(sampled) if sampled is not None else None
+    sampled = space.published_sampled(winner_family if space.conditional else None)
+    return space.config_key(sampled) if sampled is not None else None
 
 
-def published_first_look(plan: SearchSpace, budget: str, searched: list[TrialRecord]) -> list[TrialSpec]:
+def published_first_look(space: SearchSpace, budget: str, searched: list[TrialRecord]) -> list[TrialSpec]:
     """The published point's judging runs of the first look, which can train beside the choosing runs: the published
     point is judged whichever configuration wins (it is the winner, or the winner is set against it), and those
     runs take no part in the choice (which reads the choosing seeds alone). None where the space does not allow it
@@ -82,14 +83,14 @@ def published_first_look(plan: SearchSpace, budget: str, searched: list[TrialRec
         >>> published_first_look(plan, "cpu", state.searched)  # doctest: +SKIP
         [TrialSpec(sampled={...}, seed=44, stage='judge', test=True), ...]
     """
-    if not plan.judges_published_ahead:
+    if not space.judges_published_ahead:
         return []
-    confirm, key = confirm_plan(plan, budget), published_key(plan, None)
-    return judging_specs(plan, budget, configurations(plan, searched),
+    confirm, key = confirm_plan(space, budget), published_key(space, None)
+    return judging_specs(space, budget, configurations(space, searched),
                          [(key, seed) for seed in confirm.seeds().judge[:confirm.design_looks[0]]])
 
 
-def judging_specs(plan: SearchSpace, budget: str, configs: dict[str, dict],
+def judging_specs(space: SearchSpace, budget: str, configs: dict[str, dict],
                   runs: list[tuple[str, int]]) -> list[TrialSpec]:
     """The judging runs `runs` ((configuration key, judging seed) pairs, keys of `configs`) as Tune trials: those of
     the first `test_seeds` judging seeds also score the seven test tasks.
@@ -107,8 +108,8 @@ def judging_specs(plan: SearchSpace, budget: str, configs: dict[str, dict],
         >>> judging_specs(plan, "cpu", configs, [(published, 44)])  # doctest: +SKIP
         [TrialSpec(sampled={...}, seed=44, stage='judge', test=True)]
     """
-    on_test = seeds_on_test(plan, budget)
-    return [TrialSpec(plan.sampled_of(configs[key]["family"], configs[key]["params"]), seed, JUDGE,
+    on_test = seeds_on_test(space, budget)
+    return [TrialSpec(space.sampled_of(configs[key]["family"], configs[key]["params"]), seed, JUDGE,
                       test=seed in on_test) for key, seed in runs]
 
 
@@ -131,5 +132,5 @@ def config_scores(ranking: list[Ranked], published: str | None, choose_runs: lis
             for key in keys]
 
 
-def decision_baseline(baseline: Baseline) -> DecisionBaseline:
-    return DecisionBaseline(dev=baseline.objective, test=dict(baseline.test))
+def decision_baseline(baseline: Baseline) -> UntouchedFigures:
+    return UntouchedFigures(dev=baseline.objective, test=dict(baseline.test))

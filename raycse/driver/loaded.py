@@ -53,7 +53,8 @@ def outcome_from_summary(summary: dict[str, Any], parent_run_id: str, run_name: 
                            choose_seeds=int(params.get("choose_seeds", method["choose_seeds"])),
                            judge_seeds=method["judge_seeds"], base_seed=method["seeds"]["search"],
                            test_seeds=method["test_seeds"], num_samples=int(params.get("num_samples", 0)),
-                           objective=summary["objective_description"])
+                           objective=summary["objective_description"],
+                           looks=(method["judge_seeds"],))  # one look at the end, as loaded decisions have had
         choose = [t for t in trials if t.stage == CHOOSE]
         judge = [t for t in trials if t.stage == JUDGE]
         decision = decide(confirmation.config_scores(ranking, published, choose, judge), published=published,

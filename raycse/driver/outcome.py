@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from raycse.judging.confirmation_plan import JUDGED_WORDS, TEST
 from raycse.judging.decision import Decision
-from raycse.judging.judgment import JUDGED_WORDS, TEST
 from raycse.judging.ranking import Ranked
 from raycse.records import DIVERGED, DIVERGED_KEY, FINAL, FINISHED, STEP, STOPPED, TOTAL_STEPS
 

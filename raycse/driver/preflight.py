@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 import sys
 
-from raycse.driver import plan as planning
+from raycse.driver import layout
 from raycse.driver.state import SearchOptions
 from raycse.errors import ConfigError, shown
 from raycse.settings.budgets import BUDGETS
@@ -63,7 +63,7 @@ def open_space_inputs(space: SearchSpace, budget: str = "auto") -> None:
 
 def _check_storage(space: SearchSpace, options: SearchOptions) -> str:
     """The storage path, and whether a search is there; returns the search's path (storage/experiment)."""
-    name = planning.experiment_dir_name(space.experiment)
+    name = layout.experiment_dir_name(space.experiment)
     storage, flag = options.storage_path, options.store_flags.get("storage_path", "storage_path")
     if "://" in storage:  # s3://, gs://: Tune itself says whether it can restore
         from ray import tune
@@ -88,7 +88,7 @@ def _check_stores(space: SearchSpace, options: SearchOptions, search_path: str) 
     tracking_flag = flags.get("tracking_uri", "tracking_uri")
     check_tracking_uri(tracking_flag, options.tracking_uri, must_exist=options.resume)
     probe_store(tracking_flag, options.tracking_uri, "experiments")
-    storage = options.optuna_storage or planning.default_optuna_storage(options.tracking_uri)
+    storage = options.optuna_storage or layout.default_optuna_storage(options.tracking_uri)
     optuna_flag = flags.get("optuna_storage", "optuna_storage") if options.optuna_storage else tracking_flag
     check_optuna_storage(optuna_flag, storage)
     probe_store(optuna_flag, storage, "studies")
@@ -132,9 +132,9 @@ def _check_resources(space: SearchSpace, options: SearchOptions) -> None:
 
     gpus, cpus = torch.cuda.device_count(), os.cpu_count() or 1
     gpus, cpus = local_ray_resources(gpus, cpus)
-    budget = options.budget if options.budget != "auto" else planning.auto_budget({"GPU": gpus})
-    plan = planning.search_plan(space, options, budget, {"GPU": gpus, "CPU": cpus})
-    res = plan.resources
+    budget = options.budget if options.budget != "auto" else layout.auto_budget({"GPU": gpus})
+    to_run = layout.space_to_run(space, options, budget, {"GPU": gpus, "CPU": cpus})
+    res = to_run.resources
     section = BUDGETS.get(budget)
     key = f"{section}.resources" if section and "resources" in (getattr(space, section) or {}) else "resources"
     for kind, per_worker, here in (("GPU", res.gpus_per_worker, gpus), ("CPU", res.cpus_per_worker, cpus)):

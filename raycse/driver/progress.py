@@ -47,7 +47,7 @@ REDRAW_S = 1.0
 DONE_STATUSES = ("TERMINATED", "ERROR")  # Tune's trial statuses of a trial that will not run again
 
 
-def duration(seconds: float) -> str:
+def short_duration(seconds: float) -> str:
     """45s, 3m12s, 1h05m."""
     seconds = max(0, int(round(seconds)))
     if seconds < 60:
@@ -158,10 +158,11 @@ class SearchProgress:
             parts.append(f"{len(self.done)}/{self.planned} trials done" + (f", {running} running" if running else ""))
         if self.best is not None and self.stage_name == SEARCH:  # where one trial's best ranks something
             parts.append(f"best {self.best:.2f}")
-        parts.append(f"{duration(self.clock_now() - self.started_at)} elapsed")
+        parts.append(f"{short_duration(self.clock_now() - self.started_at)} elapsed")
         if self.planned:
             left = self.remaining()
-            parts.append("time left: estimating" if left is None else f"about {duration(left)} left in this stage")
+            parts.append("time left: estimating" if left is None
+                         else f"about {short_duration(left)} left in this stage")
         return " | ".join(parts)
 
     def draw(self) -> None:
@@ -218,7 +219,7 @@ def is_terminal(stream: TextIO) -> bool:
 
 
 @contextlib.contextmanager
-def shown(started_at: float | None = None, stream: TextIO | None = None) -> Iterator[SearchProgress]:
+def displayed(started_at: float | None = None, stream: TextIO | None = None) -> Iterator[SearchProgress]:
     """Show a search's progress while the block runs: a live status line on a terminal, plain lines elsewhere."""
     global _shown
     stream = stream or sys.stdout

@@ -33,16 +33,16 @@ from raycse.driver.stages.record import RecordStage
 from raycse.driver.stages.report import ReportStage
 from raycse.driver.stages.search import SearchStage
 from raycse.driver.stages.setup import SetupStage
-from raycse.driver.stages.shared_tokens import TokenizeStage
 from raycse.driver.stages.stage0 import Stage0
-from raycse.driver.stages.test_tasks import TestTasksStage
+from raycse.driver.stages.test import TestStage
+from raycse.driver.stages.tokenize import TokenizeStage
 from raycse.driver.state import PhaseClock, SearchOptions, SearchState, say
 from raycse.driver.summary import SUMMARY_FILE
 from raycse.settings.space import SearchSpace
 from raycse.tracking.tracker import Tracker
 
-STAGES: tuple[Stage, ...] = (SetupStage(), BaselineStage(), TokenizeStage(), Stage0(), SearchStage(), ChooseStage(),
-                             JudgeStage(), TestTasksStage(), RecordStage(), ReportStage())
+STAGE_ORDER: tuple[Stage, ...] = (SetupStage(), BaselineStage(), TokenizeStage(), Stage0(), SearchStage(),
+                                  ChooseStage(), JudgeStage(), TestStage(), RecordStage(), ReportStage())
 
 
 def check_order(stages: tuple[Stage, ...]) -> None:
@@ -69,13 +69,13 @@ def run_stages(space: SearchSpace, options: SearchOptions, log=say) -> SearchSta
     Python's full collections otherwise scanned it again each time it had grown by a quarter, 2.1 s of a tiny
     search's 25 s on 2 CPU cores (8 during the imports and the set-up, 3 in the report).
     """
-    check_order(STAGES)
+    check_order(STAGE_ORDER)
     check_search(space, options)
-    state = SearchState(space=space, options=options, log=log)
+    state = SearchState(loaded_space=space, options=options, log=log)
     state.clock = PhaseClock(options.started_at)
     try:
-        with progress.shown(options.started_at) as status, frozen_between_stages() as freeze:
-            for stage in STAGES:
+        with progress.displayed(options.started_at) as status, frozen_between_stages() as freeze:
+            for stage in STAGE_ORDER:
                 if stage.applies(state):
                     freeze()
                     status.stage(stage.name)

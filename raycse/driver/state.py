@@ -25,6 +25,27 @@ def say(message: str) -> None:
     print(message, flush=True)
 
 
+@dataclass(frozen=True)
+class BenchmarkHook:
+    """What the benchmarks change in a search, in one place (`SearchOptions.benchmark`): none of it is a flag.
+
+    benchmarks/search_quality.py compares sampling strategies with `sampler` (a name of
+    raycse.sampling.samplers.SAMPLERS, over the space file's `search.sampler`), `grid` (Tune's grid over
+    {param: [values]}, every combination once, no searcher), `scheduler` ("asha" | "fifo"), `grace_evals` (ASHA's
+    grace period in evaluations) and `max_total_steps` (the search stage stops once its trials took this many steps
+    in all). benchmarks/scale.py measures the driver at scale with `trial_stand_in`: an object whose
+    `.trainable(space, context)` gives the Tune function every trial runs instead of training
+    (benchmarks/simulated_trial.py, which replays a dev curve).
+    """
+
+    sampler: str | None = None
+    grid: dict[str, list] | None = None
+    scheduler: str | None = None
+    grace_evals: int | None = None
+    max_total_steps: int | None = None
+    trial_stand_in: Any = None
+
+
 @dataclass
 class SearchOptions:
     """What the command line (or the Python API) asks of a search beyond its space file."""
@@ -45,18 +66,8 @@ class SearchOptions:
     artifact_location: str | None = None  # MLflow's artifacts for a new experiment (None: MLflow's or the server's)
     store_flags: dict[str, str] = field(default_factory=dict)  # which flag named each store, for error messages
     started_at: float = field(default_factory=time.perf_counter)  # the command's start: time_total_s runs from it
-    # How the search stage samples (benchmarks/search_quality.py compares them): None (the space file's
-    # search.sampler) or a name of raycse.sampling.samplers.SAMPLERS; a grid one runs Tune's grid over `grid`
-    # ({param: [values]}).
-    sampler: str | None = None
-    grid: dict[str, list] | None = None
-    scheduler: str | None = None  # "asha" | "fifo": overrides the space file's
-    grace_evals: int | None = None  # overrides the space file's ASHA grace period (in evaluations)
-    max_total_steps: int | None = None  # stop the search stage once its trials took this many steps in all
-    # What every trial runs instead of training: an object whose `.trainable(plan, context)` gives the Tune function
-    # (None: raycse's training, raycse.driver.tune.trial.run_trial). benchmarks/scale.py measures the driver at scale
-    # with a stand-in that replays a dev curve (raycse.bench.simulated_trial).
-    trial_stand_in: Any = None
+    # What only the benchmarks ask of a search (none of it is a flag or an API argument)
+    benchmark: BenchmarkHook = field(default_factory=BenchmarkHook)
     # One loss of `raycse compare`: judging on fixed seeds (one look, no early stop: the comparison's family is
     # judged at once), every judging seed scored on the test tasks (the judged figure of every comparison).
     comparison: bool = False
@@ -117,7 +128,7 @@ class PendingBaseline:
 class SearchState:
     """The blackboard of one search: set up by `setup`, then filled in stage by stage."""
 
-    space: SearchSpace  # the space file as loaded (never changed)
+    loaded_space: SearchSpace  # the space file as loaded (never changed)
     options: SearchOptions
     log: Callable[[str], None] = say
 
@@ -127,7 +138,7 @@ class SearchState:
     search_path: str = ""  # storage/name: the search stage's Tune experiment
     cluster: dict[str, float] = field(default_factory=dict)  # Ray's cluster resources
     budget: str = ""  # "cpu" | "full"
-    plan: SearchSpace | None = None  # the space with the budget and the command line's overrides applied
+    space: SearchSpace | None = None  # the space with the budget and the command line's overrides applied
     optuna_storage: str = ""
     tracker: Tracker | None = None
     parent_run_id: str = ""
@@ -142,34 +153,8 @@ class SearchState:
     judge_runs: list[TrialRecord] | None = None  # the judging block's runs: the winner and the published point
     outcome: SearchOutcome | None = None
     clock: PhaseClock | None = None  # set by the conductor
-    _warm_pool: Any = None  # the search's warm workers, started with its first trial (`warm_pool`)
-    prestarted_workers: Any = None  # the Ray object reference of the pool's `prestart` call, or None
+    workers: Any = None  # the search's warm workers (raycse.driver.tune.search_workers), once a stage asks
     _shared_token_ref: Any = None
-
-    def warm_pool(self):
-        """The search's pool of warm workers (raycse.driver.tune.warm_workers), started the first time it is asked
-        for; `close` ends it."""
-        if self._warm_pool is None:
-            from raycse.driver.tune.warm_workers import start_pool
-
-            self._warm_pool = start_pool()
-        return self._warm_pool
-
-    def start_warm_workers(self, slots: int) -> None:
-        """Start the pool and the workers the first `slots` trials will train in, while the set-up goes on (where the
-        search uses warm workers)."""
-        from raycse.driver.tune.warm_workers import first_workers
-
-        if self.uses_warm_workers():
-            keys = first_workers(self.plan.resources.gpus_per_worker, slots)
-            if keys:
-                self.prestarted_workers = self.warm_pool().prestart.remote(keys)
-
-    def uses_warm_workers(self) -> bool:
-        """Whether the search's trials, and its scoring outside them, run on warm workers: unless turned off, or the
-        trials are a stand-in, or each trains on several Ray Train workers."""
-        return (self.options.warm_workers and self.options.trial_stand_in is None
-                and self.plan.resources.workers == 1)
 
     def shared_token_ref(self) -> list | None:
         """[the Ray object reference of `shared_tokens`], put in the object store once for every stage; or None."""
@@ -183,16 +168,13 @@ class SearchState:
 
     def close(self) -> None:
         """End what the search started for its trials (its warm workers)."""
-        if self._warm_pool is not None:
-            from raycse.driver.tune.warm_workers import stop_pool
-
-            stop_pool(self._warm_pool)
-            self._warm_pool = None
+        if self.workers is not None:
+            self.workers.close()
 
     def timings(self) -> dict[str, float]:
         """Where the time went so far: the phases, the trials' own seconds summed, and how busy the slots were."""
-        from raycse.driver.plan import max_concurrent
-        from raycse.driver.tune.concurrency import search_concurrency
+        from raycse.driver.concurrency import search_concurrency
+        from raycse.driver.layout import max_concurrent
         from raycse.records import (
             CHOOSE,
             CONCURRENT_SLOTS,
@@ -211,7 +193,7 @@ class SearchState:
 
         trials = [*(self.searched or []), *(self.choose_runs or []), *(self.judge_runs or [])]
         sums = {key: sum(t.timings.get(key, 0.0) for t in trials) for key in TRIAL_TIMING_KEYS}
-        slots = max_concurrent(self.plan, self.cluster)
+        slots = max_concurrent(self.space, self.cluster)
         phases = self.clock.seconds
         busy_window = sum(phases.get(phase_key(stage), 0.0) for stage in (SEARCH, CHOOSE, JUDGE)) * slots
         # A resumed search's trial sums hold its earlier sessions' work too, its phases this session's only: capped

@@ -30,7 +30,7 @@ def _block(block: BlockSummary | None) -> dict | None:
             "test": {task: _interval(i) for task, i in block.test.items()}}
 
 
-def search_summary(outcome: SearchOutcome, plan: SearchSpace, optuna_storage: str) -> dict[str, Any]:
+def search_summary(outcome: SearchOutcome, space: SearchSpace, optuna_storage: str) -> dict[str, Any]:
     """The summary of a finished search, as JSON-ready data."""
     from raycse.encoder.loading import model_name
     from raycse.evaluation.sts import build_objective
@@ -41,25 +41,25 @@ def search_summary(outcome: SearchOutcome, plan: SearchSpace, optuna_storage: st
     def point(key: str | None) -> dict | None:
         return None if key is None else {"config_key": key, **configs[key]}
 
-    winner_family = configs[outcome.winner_key]["family"] if outcome.winner_key else next(iter(plan.families))
+    winner_family = configs[outcome.winner_key]["family"] if outcome.winner_key else next(iter(space.families))
     summary = {
-        "experiment": outcome.experiment, "space_file": os.path.basename(plan.path), "objective": plan.base.objective,
-        "objective_description": build_objective(plan.base.objective, plan.base.objective_columns).description,
-        "budget": outcome.budget, "model": model_name(plan.base.model),
-        "corpus": plan.base.sup_data or plan.base.corpus,
-        "study_name": plan.experiment, "optuna_storage": optuna_storage, "baseline": outcome.baseline.to_dict(),
+        "experiment": outcome.experiment, "space_file": os.path.basename(space.path), "objective": space.base.objective,
+        "objective_description": build_objective(space.base.objective, space.base.objective_columns).description,
+        "budget": outcome.budget, "model": model_name(space.base.model),
+        "corpus": space.base.sup_data or space.base.corpus,
+        "study_name": space.experiment, "optuna_storage": optuna_storage, "baseline": outcome.baseline.to_dict(),
         "published": point(outcome.published_key),
-        "published_by_family": {name: point(plan.config_key(plan.published_sampled(name))) for name in plan.families
-                                if plan.families[name].published},
-        "searched_params": {name: list(family.space) for name, family in plan.families.items()},
+        "published_by_family": {name: point(space.config_key(space.published_sampled(name))) for name in space.families
+                                if space.families[name].published},
+        "searched_params": {name: list(family.space) for name, family in space.families.items()},
         "trials": [dataclasses.asdict(r) for r in outcome.trials],
         "ranking": [{**dataclasses.asdict(r), **configs[r.key]} for r in outcome.ranking],
         "verdict": outcome.verdict,
         "winner": None if outcome.winner_key is None else {**point(outcome.winner_key),
                                                            **_winner(decision, outcome)},
         "decision": None if decision is None else _decision(decision, configs),
-        "test_table": _test_table(outcome, plan) if decision is not None else None,
-        "paper": _paper(plan, winner_family),
+        "test_table": _test_table(outcome, space) if decision is not None else None,
+        "paper": _paper(space, winner_family),
         "seed_noise_std": decision.seed_noise if decision else None,
         "best_checkpoint": outcome.best_checkpoint,
         "registered": None if outcome.registered_run is None else {
@@ -122,13 +122,13 @@ def _decision(decision: Decision, configs: dict) -> dict:
     }
 
 
-def _test_table(outcome: SearchOutcome, plan: SearchSpace) -> dict:
+def _test_table(outcome: SearchOutcome, space: SearchSpace) -> dict:
     """The answer's test table: the untouched model, the published point and the winner on the seven tasks and their
     average, the same model and data, each row naming them; then winner - published, paired by seed."""
     from raycse.encoder.loading import model_name
 
     decision = outcome.decision
-    model, corpus = model_name(plan.base.model), plan.base.sup_data or plan.base.corpus
+    model, corpus = model_name(space.base.model), space.base.sup_data or space.base.corpus
     steps = max((r.steps for r in outcome.trials if r.stage == "judge"), default=0)
     rows = [{"label": "untouched model", "model": model, "corpus": "-", "steps": 0, "n": 1,
              "figures": {task: {"mean": value, "std": None, "n": 1} for task, value in outcome.baseline.test.items()}}]
@@ -145,14 +145,14 @@ def _test_table(outcome: SearchOutcome, plan: SearchSpace) -> dict:
             "winner_minus_published": {task: _interval(i) for task, i in decision.versus_published_test.items()}}
 
 
-def _paper(plan: SearchSpace, family: str) -> dict | None:
+def _paper(space: SearchSpace, family: str) -> dict | None:
     """The paper's reported row, with what it was measured on, and whether that is the search's model and data."""
     from raycse.encoder.loading import model_name
 
-    row = plan.paper.get(family)
+    row = space.paper.get(family)
     if not row or not row.get("figures"):
         return None
-    model, corpus = model_name(plan.base.model), plan.base.sup_data or plan.base.corpus
+    model, corpus = model_name(space.base.model), space.base.sup_data or space.base.corpus
     comparable = row["model"] == model and row["corpus"] == corpus
     caption = (f"Reported by the paper for {family}: {row['model']} trained on {row['corpus']}. "
                + ("The same model and data as this search." if comparable else

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 # The seven test tasks cost this many dev evaluations: 91.9 s against 11.2 s a dev evaluation (STS-B and SICK-R
 # dev) in the judging runs of the CPU main job of 2026-11-26 (all-MiniLM-L6-v2, 2 cores; the recorded timeline is
-# benchmarks/results/cpu-mainjob-2026-11-26/trials.json). By their sentence pairs it would be 9.4 (18,850
+# benchmarks/results/quick-start-cpu/2026-11-26-cpu2/trials.json). By their sentence pairs it would be 9.4 (18,850
 # against 2,000); the test sets repeat more of their sentences, which are encoded once.
 TEST_SCORING_EVALS = 8.2
 

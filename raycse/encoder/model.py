@@ -190,7 +190,7 @@ class Encoder(nn.Module):
 
         Why: ImSimCSE's off-dropout needs the N sentences twice with dropout and once without. As one forward
         of 3N rows with R = 2N, that is one compiled graph instead of two passes (2N rows in train mode, N in
-        eval mode), each its own graph and its own walk through the weights (benchmarks/README.md times both).
+        eval mode), each its own graph and its own walk through the weights (benchmarks/step-speed.md times both).
 
         R is a Python int (under torch.compile a guarded constant, or a SymInt once it varies), never read
         from a tensor. Raises ValueError when the backbone cannot restrict its dropout to rows

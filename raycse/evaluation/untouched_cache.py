@@ -66,7 +66,7 @@ def _path(key: str) -> Path:
     return cache_dir() / _SUBDIR / f"{key}.json"
 
 
-def load(key: str) -> dict | None:
+def recall(key: str) -> dict | None:
     """The figures kept under `key`, or None (none kept, or a file that cannot be read: scored again)."""
     try:
         return json.loads(_path(key).read_text())["scores"]

@@ -3,11 +3,12 @@ holds that), so every rule can be simulated by the thousand (benchmarks/judging_
 selection_bias.py) and read without a cluster.
 
     ranking.py              the search stage's ranking: which configurations go on to be chosen among
-    judgment.py             how a judging block becomes a judgment: the judging figure, failures, the looks'
-                            boundaries (alpha spending)
+    judgment.py             how a judging block becomes a judgment: failures, the looks' boundaries (alpha
+                            spending)
     sequential_estimate.py  the point estimate of a sequential judgment, adjusted for its stopping rule
-    confirmation_plan.py    how an answer is reached: top_k, the seeds of each block (search, choosing, judging),
-                            the budgets' default plans
+    confirmation_plan.py    how an answer is reached, one type (`ConfirmPlan`; a space file's `search.confirm` is
+                            parsed into it): top_k, the seeds of each block (search, choosing, judging), the judging
+                            looks and figure, the defaults and the budgets' default plans
     seed_scores.py          the seed-level scores a decision reads: each confirmation run, the untouched model
     power.py                what the judging stage can resolve: the smallest detectable difference, seeds to detect
     decision.py             the decision behind the answer: the winner, and whether it beats the published point

@@ -40,10 +40,10 @@ from typing import Any
 
 from raycse import stats
 from raycse.judging import judgment, sequential_estimate
-from raycse.judging.confirmation_plan import ConfirmPlan, SeedBlocks
+from raycse.judging.confirmation_plan import TEST, ConfirmPlan, SeedBlocks
 from raycse.judging.judgment import FailureRate
 from raycse.judging.power import smallest_detectable
-from raycse.judging.seed_scores import Baseline, ConfigScores, SeedScore
+from raycse.judging.seed_scores import ConfigScores, SeedScore, UntouchedFigures
 from raycse.judging.sequential_estimate import StoppingEstimate
 from raycse.judging.verdict import verdict_sentences
 from raycse.records import CHOOSE, DIVERGED, JUDGE
@@ -115,7 +115,7 @@ class Decision:
     # failures at the worst value (the interval that judges "beats"; "falls below" is judged on its mirror)
     versus_published_test: dict[str, Interval]  # the same on each test task (valid pairs only)
     winner_test: Interval | None  # the winner's test_key figure over its valid judging seeds
-    baseline: Baseline
+    baseline: UntouchedFigures
     seed_noise: float | None  # pooled within-configuration std of the dev objective
     seed_noise_df: int
     detectable: float | None  # the smallest detectable difference of the judging stage
@@ -126,7 +126,7 @@ class Decision:
     baseline_judged: bool
     marks: tuple[str, ...]
     verdict: tuple[str, ...]
-    judged_on: str = judgment.TEST
+    judged_on: str = TEST
     versus_published_dev: Interval | None = None  # dev, the data that chose: shown, never judges
     versus_baseline: Interval | None = None  # the judged figure: winner - untouched model, failures in
     failures: dict[str, FailureRate] = field(default_factory=dict)  # judging-block failure rate by configuration
@@ -170,7 +170,7 @@ def choose_winner(configs: Sequence[ConfigScores], plan: ConfirmPlan) -> str | N
     return min(means)[2] if means else None
 
 
-def decide(configs: Sequence[ConfigScores], *, published: str | None, baseline: Baseline,
+def decide(configs: Sequence[ConfigScores], *, published: str | None, baseline: UntouchedFigures,
            plan: ConfirmPlan) -> Decision:
     """The answer from the seed-level scores of every configuration in every block (see the module docstring).
 
@@ -219,7 +219,8 @@ def decide(configs: Sequence[ConfigScores], *, published: str | None, baseline: 
     decision = Decision(
         plan=plan, seeds=seeds, winner=winner, published=published, configs=tuple(summaries),
         versus_published=versus.judged, versus_published_test=versus.test, winner_test=winner_test,
-        baseline=Baseline(baseline.dev, dict(baseline.test)), seed_noise=seed_noise, seed_noise_df=seed_noise_df,
+        baseline=UntouchedFigures(baseline.dev, dict(baseline.test)), seed_noise=seed_noise,
+        seed_noise_df=seed_noise_df,
         detectable=detectable, detectable_n=detectable_n if detectable is not None else None,
         beats_published=beats_published, below_published=below_published, beats_baseline=beats_baseline,
         baseline_judged=baseline_judged, marks=tuple(_marks(summaries)), verdict=(), judged_on=plan.judge_on,

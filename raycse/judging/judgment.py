@@ -51,9 +51,6 @@ CALIBRATION_PATHS, CALIBRATION_SEED = 1_000_000, 20261125
 # the spending above they save at least 35% of 18 fixed seeds under the null, at a true difference of 2 seed-stds and
 # with 20% of runs diverging, for at most 5 points of power at 1 seed-std (docs/judging.md gives the simulation).
 FUTILITY_T = (0.6, 0.8, 1.0)
-TEST = "test"
-SPLIT = "split"
-JUDGED_WORDS = {TEST: "the seven-task test average", SPLIT: "the held-out part of the objective's pairs"}
 
 
 # ------------------------------------------------------------------------------------------ failure rates

@@ -37,7 +37,7 @@ class ConfigScores:
 
 
 @dataclass(frozen=True)
-class Baseline:
+class UntouchedFigures:
     """The untouched model's figures: its dev objective (one evaluation) and its test figures by task."""
 
     dev: float | None = None

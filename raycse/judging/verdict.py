@@ -3,7 +3,7 @@ test for judging), how it was chosen and judged, and what the budget can resolve
 printed answer, the summary file and the page."""
 from __future__ import annotations
 
-from raycse.judging.judgment import JUDGED_WORDS
+from raycse.judging.confirmation_plan import JUDGED_WORDS
 from raycse.stats import format_interval, format_std
 
 

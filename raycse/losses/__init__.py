@@ -17,7 +17,8 @@ complementary model); and a docstring with its paper and a runnable example. `bu
   listing      `raycse losses`
   infonce, correlation   the pieces several losses share (cosine similarities in full precision, the diagonal
                          cross-entropy; the cross-correlation of dimensions)
-  every other file   one built-in loss each (simcse.py, focal.py, ...), found by the catalogue
+  every other file   one built-in loss each, found by the catalogue: simcse.py, simcse_sup.py, focal.py,
+                     off_dropout.py, imsimcse.py, dcl_loss.py, barlow.py, dclr.py, triplet_loss.py
 
 The catalogue and the declaration classes are imported at once (the command line reads them without torch); every
 other name is imported the first time it is asked for. No file bears the name of a function it exports

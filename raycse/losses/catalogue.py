@@ -50,7 +50,7 @@ class Unreadable(Exception):
     """An expression that uses a name the catalogue cannot know without running the file."""
 
 
-def evaluate(node: ast.expr, names: dict[str, Any], where: str) -> Any:
+def evaluate_expression(node: ast.expr, names: dict[str, Any], where: str) -> Any:
     unknown = sorted({n.id for n in ast.walk(node) if isinstance(n, ast.Name)} - set(names))
     if unknown:
         raise Unreadable(", ".join(unknown))
@@ -84,7 +84,7 @@ def _read_constant(node: ast.Assign | ast.AnnAssign, read: LossFile, where: str)
     if len(targets) != 1 or not isinstance(targets[0], ast.Name):
         return
     try:
-        value = evaluate(node.value, read.names, where)
+        value = evaluate_expression(node.value, read.names, where)
     except Exception:  # noqa: BLE001 - a constant no declaration needs (re.compile(...), ...): left unread
         return
     read.names[targets[0].id] = value
@@ -98,7 +98,7 @@ def _read_class(node: ast.ClassDef, read: LossFile, where: str) -> None:
     for statement in node.body:
         if isinstance(statement, ast.Assign) and [getattr(t, "id", None) for t in statement.targets] == ["declaration"]:
             try:
-                declaration = evaluate(statement.value, read.names, where)
+                declaration = evaluate_expression(statement.value, read.names, where)
             except Unreadable as err:
                 raise RuntimeError(f"{where}: the declaration of {node.name} uses {err}, which the catalogue cannot "
                                    "read without running the file (use literals, Declaration, Hyperparameter, math and "

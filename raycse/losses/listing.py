@@ -12,7 +12,7 @@ NEEDS = (("supervised", "supervised triplets (sup_data)"), ("dropout_off_pass", 
 WIDTH = 14
 
 
-def describe(spec: Hyperparameter) -> str:
+def hyperparameter_words(spec: Hyperparameter) -> str:
     """'0.05 (> 0, log scale)': the default, the range, and how it varies."""
     words = [spec.allowed.removeprefix("must be ")]
     if spec.log:
@@ -25,7 +25,7 @@ def block(declaration: Declaration, extra: str = "") -> list[str]:
     specs = dict(declaration.hyperparameters)
     if declaration.regulariser:
         specs = {REGULARISER_WEIGHT: declaration.weight, **specs}
-    hyper = ", ".join(f"{name} {describe(spec)}" for name, spec in specs.items()) or "none"
+    hyper = ", ".join(f"{name} {hyperparameter_words(spec)}" for name, spec in specs.items()) or "none"
     paper = "; ".join(part for part in (declaration.paper, declaration.section) if part) or "(no paper given)"
     lines = [f"  {declaration.name:<{WIDTH}} {declaration.summary}", f"  {'':<{WIDTH}} {paper}",
              f"  {'':<{WIDTH}} hyperparameters: {hyper}"]
@@ -60,7 +60,7 @@ def format_losses(references: list[str] | tuple[str, ...] = ()) -> str:
     if yours:
         lines.append("yours")
         for source in yours:
-            declaration = own.load(source.key).declaration
+            declaration = own.load_term(source.key).declaration
             lines += block(declaration, f"{source.reference}: {source.path} (SHA-256 {source.sha256[:12]})")
     lines.append("Your own loss: a Term subclass with its declaration, named in a space file as ./my_loss.py:MyLoss "
                  "(docs/own-loss.md); `raycse losses ./my_loss.py:MyLoss` checks it.")
@@ -72,7 +72,7 @@ def _installed(name: str, value: str) -> list[str]:
     from . import own
 
     try:
-        return block(own.load(name).declaration, value)
+        return block(own.load_term(name).declaration, value)
     except ConfigError as err:
         return [f"  {name:<{WIDTH}} cannot be loaded: {err}"]
 

@@ -24,7 +24,7 @@ def declaration(name: str, role: str = "loss") -> Declaration:
     if name in DECLARATIONS:
         return DECLARATIONS[name]
     if own.is_reference(name):
-        return own.load(name).declaration
+        return own.load_term(name).declaration
     choices = LOSS_NAMES if role == "loss" else REGULARISERS
     raise ConfigError(f"unknown {role} {shown(name)} (choose from {', '.join(choices)})",
                       key="loss" if role == "loss" else "reg")

@@ -72,7 +72,7 @@ def split(reference: str) -> tuple[str, str]:
     return target, attribute
 
 
-def load(reference: str, base_dir: Path | None = None) -> type:
+def load_term(reference: str, base_dir: Path | None = None) -> type:
     """The Term class that `reference` names, imported and checked (relative files from `base_dir`, else here)."""
     from .term import Term
 
@@ -161,7 +161,7 @@ def file_sha256(path: Path) -> str:
 
 def resolve(reference: str, base_dir: Path | None = None) -> LossSource:
     """A user's loss, loaded, checked on a random batch, and described for the record and for shipping."""
-    cls = load(reference, base_dir)
+    cls = load_term(reference, base_dir)
     probe(cls, reference)
     target, attribute = split(reference)
     module = Path(target).stem if is_file(target) else target
@@ -222,7 +222,7 @@ def check_shipped(source: LossSource) -> None:
         raise RuntimeError(f"loss {source.name!r}: its module {source.module!r} is not importable on this node: "
                            f"{shipping}")
     try:
-        cls = load(source.key)
+        cls = load_term(source.key)
     except ConfigError as err:
         raise RuntimeError(f"{err} (on this node; {shipping})") from None
     defining = Path(sys.modules[cls.__module__].__file__).resolve()

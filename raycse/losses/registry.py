@@ -21,7 +21,7 @@ def loss_class(declaration: Declaration, name: str) -> type[Term]:
         return BUILT_IN[declaration.name]
     from . import own
 
-    return own.load(name)
+    return own.load_term(name)
 
 
 def build_loss(name: str, reg: str | None = None, **hparams: float) -> ContrastiveLoss:

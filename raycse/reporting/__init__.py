@@ -6,6 +6,8 @@
     load.py    reading a search back through the Tracker: summary, trial rows, the Optuna study
     page.py    the HTML page: the tables and the plots
     plots.py   the plots: interactive plotly figures on the page, matplotlib PNGs beside it
+    answer.py  the answer first: the lines that open the printed answer, the page and the model card
+    status.py  `raycse status`: where the latest search stands, read from MLflow alone
 
 May import: tracking and the leaves; never the driver (a search's files are read, not its code) or the commands.
 """

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from raycse.stats import Interval, format_interval, format_std
 
-JUDGED = {"test": "seven-task test average", "split": "held-out part of the objective's pairs"}
+JUDGED_ON = {"test": "seven-task test average", "split": "held-out part of the objective's pairs"}
 
 
 def _figure(interval: dict | None) -> str:
@@ -46,7 +46,7 @@ def answer_block(summary: dict) -> list[str]:
     if not decision:
         return [f"Winner: {winner.get('family', '?')}, its one search trial: not judged (no confirmation stage).",
                 caveat]
-    judged_on = JUDGED.get(winner.get("judged_on") or "test", "judged figure")
+    judged_on = JUDGED_ON.get(winner.get("judged_on") or "test", "judged figure")
     configs = {c.get("config_key"): c for c in decision.get("configs") or []}
     key = "avg" if (winner.get("judged_on") or "test") == "test" else None
 

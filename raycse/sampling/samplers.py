@@ -5,7 +5,7 @@ runs. Every sampler runs the published point first (the searcher enqueues it) an
 trials as PRUNED (raycse.driver.tune.searcher).
 
 A new sampler is one entry in `SAMPLERS`: its name, one line for the docs, and a factory from `SamplerSettings`.
-benchmarks/search_quality.py --landscape compares them (benchmarks/README.md, "How a search answers").
+benchmarks/search_quality.py --landscape compares them (benchmarks/search-quality.md).
 """
 from __future__ import annotations
 
@@ -49,14 +49,11 @@ class Sampler:
     Attributes:
         name: what a space file's `search.sampler.name` (or a benchmark) calls it.
         summary: one line for the reference docs.
-        build: the seeded Optuna sampler; None where no Optuna searcher runs.
-        tune_grid: the trials are Tune's grid over values given in code (a benchmark's hand-written grid), not
-            proposed by a searcher; such a sampler cannot be named in a space file.
+        build: the seeded Optuna sampler.
     """
     name: str
     summary: str
-    build: Callable[[SamplerSettings], Any] | None
-    tune_grid: bool = False
+    build: Callable[[SamplerSettings], Any]
 
 
 def _tpe(settings: SamplerSettings):
@@ -94,13 +91,13 @@ SAMPLERS: dict[str, Sampler] = {sampler.name: sampler for sampler in (
             "prior_width on each parameter's unit range), then TPE", _prior),
     Sampler("tpe-optuna", "Optuna's own TPESampler defaults (10 finished start-up trials)", _optuna_tpe),
     Sampler("random", "Optuna's RandomSampler", _random),
-    Sampler("grid", "Tune's grid over a hand-written grid of values (benchmarks only)", None, tune_grid=True),
 )}
-# the names a space file may give
-FILE_SAMPLER_NAMES = tuple(name for name, sampler in SAMPLERS.items() if not sampler.tune_grid)
+# the names a space file may give: every entry (a benchmark's hand-written grid is no sampler: driver/state.py's
+# BenchmarkHook)
+FILE_SAMPLER_NAMES = tuple(SAMPLERS)
 
 
-class SearchPlan(Protocol):
+class SampledSpace(Protocol):
     """What `sampler` reads of a search's plan (raycse.settings.space.SearchSpace has it)."""
     seed: int
     num_samples: int
@@ -109,42 +106,39 @@ class SearchPlan(Protocol):
     def points_to_evaluate(self) -> list[dict[str, Any]]: ...
 
 
-def settings_of(plan: SearchPlan) -> SamplerSettings:
+def settings_of(space: SampledSpace) -> SamplerSettings:
     """The factory's inputs from a search's plan: its `search.sampler`, seed, budget and published point(s)."""
-    chosen = {**SAMPLER_DEFAULTS, **(plan.sampler or {})}
+    chosen = {**SAMPLER_DEFAULTS, **(space.sampler or {})}
     # Optuna's parameter names: `param`, or `family/param` in a conditional space (every family's published point)
-    published = {name: value for point in plan.points_to_evaluate() for name, value in point.items() if name != "loss"}
-    return SamplerSettings(seed=plan.seed, num_samples=plan.num_samples, startup_trials=chosen["startup_trials"],
+    published = {name: value for point in space.points_to_evaluate() for name, value in point.items() if name != "loss"}
+    return SamplerSettings(seed=space.seed, num_samples=space.num_samples, startup_trials=chosen["startup_trials"],
                            prior_width=float(chosen["prior_width"]), published=published)
 
 
-def sampler_named(name: str | None, plan: SearchPlan) -> Sampler:
+def sampler_named(name: str | None, space: SampledSpace) -> Sampler:
     """The table's entry for `name`, or for the plan's own `search.sampler.name` when `name` is None."""
-    name = name or {**SAMPLER_DEFAULTS, **(plan.sampler or {})}["name"]
+    name = name or {**SAMPLER_DEFAULTS, **(space.sampler or {})}["name"]
     if name not in SAMPLERS:
         raise ValueError(f"unknown sampler {name!r}: one of {', '.join(SAMPLERS)}")
     return SAMPLERS[name]
 
 
-def sampler(plan: SearchPlan, name: str | None = None):
+def sampler(space: SampledSpace, name: str | None = None):
     """The seeded Optuna sampler of a search stage.
 
     Args:
-        plan: the search's plan (a `raycse.settings.space.SearchSpace`).
+        space: the search's space (a `raycse.settings.space.SearchSpace`).
         name: a name of `SAMPLERS` that overrides the file's `search.sampler.name`.
 
     Returns:
         An `optuna.samplers.BaseSampler`.
 
     Raises:
-        ValueError: for an unknown name, or one whose trials are a grid rather than a sampler's.
+        ValueError: for an unknown name.
 
     Example:
         >>> from raycse.settings.space import load_space
         >>> type(sampler(load_space("focal"))).__name__
         'TPESampler'
     """
-    entry = sampler_named(name, plan)
-    if entry.build is None:
-        raise ValueError(f"sampler {entry.name!r} runs Tune's grid, not an Optuna sampler")
-    return entry.build(settings_of(plan))
+    return sampler_named(name, space).build(settings_of(space))

@@ -1,6 +1,6 @@
 """The budgets a search can run (`--budget NAME`, `budget="NAME"`), named once: the file's own settings (the full
 budget) and the sections of a space file whose settings replace them. `SearchSpace.with_budget` (space.py) applies
-one, the search's plan chooses it (raycse/driver/plan.py), the options table offers the names (options.py) and the
+one, the search's plan chooses it (raycse/driver/layout.py), the options table offers the names (options.py) and the
 reference describes each section (reference.py). A leaf of the settings: it imports nothing, so that the option
 tables (and `import raycse`) stay cheap.
 """
@@ -12,8 +12,9 @@ FULL = "full"  # the file's own settings: the bundled model and corpus
 BUDGETS = {"cpu": "cpu_budget", "paper": "paper_budget"}
 # A file without a cpu_budget runs its own settings on CPUs; one without a paper_budget has no recipe to run.
 OPTIONAL_BUDGETS = {"cpu"}
-# What a budget's answer is, as the judging states it (raycse/judging/confirmation_plan.py, `ConfirmPlan.budget`): the
-# CPU budget's a demonstration of the mechanism, the paper's a decision as the full budget's is.
+# What a budget's answer is judged as, one of the judging's `JUDGED_BUDGETS` (raycse/judging/confirmation_plan.py,
+# `ConfirmPlan.budget`): the CPU budget's a demonstration of the mechanism, the paper's a decision as the full
+# budget's is.
 JUDGED_AS = {FULL: FULL, "cpu": "cpu", "paper": FULL}
 # What each section is, in the reference's words (docs/reference.md); its keys are the same for every budget.
 BUDGET_WORDS = {

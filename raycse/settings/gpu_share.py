@@ -32,9 +32,9 @@ AUTO = "auto"  # the `resources.gpus_per_worker` value that `trials_per_gpu` res
 THROUGHPUT_GAIN = 0.10
 MEMORY_SHARE = 0.9  # of the GPU's memory the trials may take: the rest for the CUDA context's growth and fragments
 
-H100_STEPS = "benchmarks/results/h100-2026-11-22/"
-H100_PAPER = "benchmarks/results/h100-paper-2026-11-26/"  # BERT-base at the papers' settings (random weights)
-H100_WARM_SEARCH_GPU = "benchmarks/results/h100-warm-2026-11-26/gpu_util.csv"  # four MiniLM trials: 12,780 MiB
+H100_STEPS = "benchmarks/results/step-speed/2026-11-22-h100/"
+H100_PAPER = "benchmarks/results/paper-scale/2026-11-26-h100/"  # BERT-base at the papers' settings (random weights)
+H100_WARM_SEARCH_GPU = "benchmarks/results/warm-workers/2026-11-26-h100/gpu_util.csv"  # four MiniLM trials: 12,780 MiB
 H100_GIB = 79.6  # an NVIDIA H100 80GB HBM3 (81,559 MiB), where every step below was recorded
 
 # The encoder shapes that `raycse bench` builds and that records name: a model's config.json matches one by its

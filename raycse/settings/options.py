@@ -22,6 +22,7 @@ from raycse.settings.checks import (
     check_int,
     check_path_text,
 )
+from raycse.settings.space_keys import key_at
 
 TRACKING_HELP = "default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db"
 
@@ -59,7 +60,7 @@ SEARCH_OPTIONS = (
            "file's)", low=1, high=CONFIRM_SEEDS_LIMIT),
     Option("judge_seeds", int, None, "fresh seeds on which the winner and the published point are judged, at least "
            "2 (the least that gives an interval) (default: the file's search.confirm.judge_seeds, or its "
-           "budget's)", low=2, high=CONFIRM_SEEDS_LIMIT),
+           "budget's)", low=key_at("search.confirm.judge_seeds").low, high=key_at("search.confirm.judge_seeds").high),
     Option("confirm", bool, True, "no choosing or judging: the search stage's best, from one seed, unjudged (Python: "
            "confirm=False)"),
     Option("tracking_uri", str, None, TRACKING_HELP),

@@ -1,10 +1,11 @@
 """Every key of a space file: its type, default, allowed values and meaning, and the JSON Schema editors check a file
 against (space.schema.json, shipped beside the packaged space files).
 
-A training setting's entry comes from its TrainConfig field (its annotation, default and `setting(...)` metadata) and
-a loss hyperparameter's from the loss registry, so a new setting or loss is documented by itself. The sections
-around them (`search:`, `resources:`, the budgets `cpu_budget:` and `paper_budget:`, ...) are described here, with
-their defaults read from the dataclasses that hold them; a test holds this list equal to the keys space.py accepts.
+A training setting's entry comes from its TrainConfig field (its annotation, default and `setting(...)` metadata), a
+loss hyperparameter's from the loss registry, and a key of `search:` or `resources:` from its row of the key table
+(space_keys.py), so a new setting, loss or search key is documented by itself. The sections around them (the top
+level, `families:`, the budgets `cpu_budget:` and `paper_budget:`, ...) are described here; a test holds this list
+equal to the keys space.py accepts.
 docs/reference.md is written from these entries (scripts/reference.py, which adds the command line's flags).
 """
 from __future__ import annotations
@@ -17,15 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from raycse.losses import LOSS_NAMES, REGULARISERS, hyperparameter_catalogue, loss_hyperparameters
-from raycse.sampling.samplers import FILE_SAMPLER_NAMES, SAMPLERS
 from raycse.settings.budgets import BUDGET_WORDS, BUDGETS
-from raycse.settings.checks import CONFIRM_SEEDS_LIMIT, INT_LIMIT, NAME_LIMIT, SEED_LIMIT
+from raycse.settings.checks import INT_LIMIT, NAME_LIMIT, SEED_LIMIT
 from raycse.settings.config import TrainConfig, field_kind
-from raycse.settings.confirm import Confirm
 from raycse.settings.distributions import DISTRIBUTIONS
 from raycse.settings.families import TRAIN_SEARCHABLE
-from raycse.settings.gpu_share import AUTO as AUTO_GPUS
-from raycse.settings.space import SCHEDULERS, TEST_EVAL, TOP_TRAIN_KEYS, Resources, SearchSpace
+from raycse.settings.space import BUDGET_LEAVES, TOP_TRAIN_KEYS
+from raycse.settings.space_keys import SpaceKey, defaults_of, keys_of
 
 SCHEMA_PATH = Path(__file__).resolve().parent / "space.schema.json"
 
@@ -175,67 +174,34 @@ def searchable_names() -> list[str]:
 
 
 # ------------------------------------------------------------------------------------------ the sections
-def _space_defaults() -> dict[str, Any]:
-    return {f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()
-            for f in dataclasses.fields(SearchSpace) if f.name not in ("path", "experiment", "base", "families")}
+def key_schema(key: SpaceKey) -> dict:
+    """The JSON Schema of a row of the key table, from its kind, range or choices (or the row's own schema)."""
+    if key.schema is not None:
+        return key.schema
+    if key.allowed is not None:
+        return _choice(key.allowed, null=key.null)
+    if key.kind is int:
+        return _integer(key.low, key.high, null=key.null)
+    return _number(key.low, key.high, null=key.null)
+
+
+def _rows(section: str) -> list[Key]:
+    """The entries of one section's rows of the key table."""
+    return [Key(key.path, key_schema(key), _yaml(key.default), _words(key_schema(key)), key.words)
+            for key in keys_of(section)]
+
+
+def _properties(section: str) -> dict:
+    return {key.name: key_schema(key) for key in keys_of(section)}
 
 
 def section_keys() -> list[Key]:
     """Every key outside `train:`, in the order a space file writes them."""
-    d, confirm, resources = _space_defaults(), Confirm(), Resources()
-    scheduler, sampler = d["scheduler"], d["sampler"]
     train = {f.name: setting_schema(f) for f in dataclasses.fields(TrainConfig)}
     space = {"type": "object", "propertyNames": {"enum": searchable_names()},
              "additionalProperties": {"$ref": "#/$defs/distribution"}}
     published = {"type": "object", "propertyNames": {"enum": searchable_names()},
                  "additionalProperties": {"type": ["number", "string", "boolean", "null"]}}
-    confirm_schema = {
-        "top_k": (_integer(1, INT_LIMIT), confirm.top_k, "the search stage's best configurations taken on to the "
-                  "choosing block (1: no choosing block, the search stage chose)"),
-        "choose_seeds": (_integer(0, CONFIRM_SEEDS_LIMIT), confirm.choose_seeds, "fresh seeds each of the top_k "
-                         "is trained on; the best mean there is the winner (at least 1 when top_k > 1)"),
-        "judge_seeds": (_integer(2, CONFIRM_SEEDS_LIMIT), confirm.judge_seeds, "further fresh seeds on which the "
-                        "winner and the published point are trained; only these judge them"),
-        "test_seeds": (_integer(1, CONFIRM_SEEDS_LIMIT, null=True), confirm.test_seeds, "how many of the judging "
-                       "seeds (the first ones) also score the seven STS test tasks (null: all; at most judge_seeds)"),
-        "looks": ({"type": ["array", "null"], "minItems": 1, "items": {"type": "integer", "minimum": 2}},
-                  confirm.looks, "after how many judging seeds the judgment is looked at (sequential judging stops "
-                  "when a boundary is crossed), increasing, the last equal to judge_seeds (null: 6, 9, 12, 18 of 18, "
-                  "or one look under 12 seeds)"),
-    }
-    resource_schema = {
-        "workers": (_integer(1, INT_LIMIT), resources.workers, "data-parallel workers of one trial (Ray Train)"),
-        "gpus_per_worker": ({"anyOf": [_number(0), {"const": AUTO_GPUS}]}, resources.gpus_per_worker,
-                            "GPUs per worker; fractions share a GPU between trials; auto: as many trials a GPU as "
-                            "raised the GPU's steps a second by 10% or more in a recorded measurement of the "
-                            "model's shape and batch (one where none is recorded), none without a GPU"),
-        "cpus_per_worker": (_number(0), resources.cpus_per_worker, "CPU cores per worker"),
-    }
-    scheduler_schema = {
-        "name": (_choice(SCHEDULERS), scheduler["name"], "asha stops weak trials early at its rungs; fifo "
-                 "runs every trial to its end"),
-        "grace_evals": (_number(1), scheduler["grace_evals"], "evaluations every trial gets before ASHA may stop "
-                        "it"),
-        "reduction_factor": (_number(2), scheduler["reduction_factor"], "ASHA keeps 1 in this many trials at "
-                             "each rung"),
-    }
-    sampler_schema = {
-        "name": (_choice(FILE_SAMPLER_NAMES), sampler["name"], "what proposes the search stage's configurations: "
-                 + "; ".join(f"{name}: {SAMPLERS[name].summary}" for name in FILE_SAMPLER_NAMES)),
-        "startup_trials": (_integer(1, INT_LIMIT, null=True), sampler["startup_trials"], "finished trials "
-                           "before TPE's model proposes (null: max(2, num_samples / 4))"),
-        "prior_width": (_number(0.01, 10), sampler["prior_width"], "prior: the std of the start-up draws, on "
-                        "each parameter's unit range (log scale for loguniform ones)"),
-    }
-    search_schema = {
-        "num_samples": (_integer(1, INT_LIMIT), d["num_samples"], "trials of the search stage (the published "
-                        "point first)"),
-        "max_concurrent": (_integer(1, INT_LIMIT, null=True), d["max_concurrent"], "trials at once (null: as "
-                           "many as the resources fit)"),
-        "seed": (_integer(0, SEED_LIMIT), d["seed"], "the sampler's seed"),
-        "test_eval": (_choice(TEST_EVAL), d["test_eval"], "which runs score the seven STS test tasks: all "
-                      "(every finished trial), best (the judging runs and the untouched model), none"),
-    }
     keys = [
         Key("experiment", {"type": "string", "minLength": 1, "maxLength": NAME_LIMIT, "pattern": "^[^/:\\u0000-"
             "\\u001f\\u007f]+$"}, "raycse-<file name>", f"text, 1 to {NAME_LIMIT} characters, no `/`, `:` or "
@@ -266,22 +232,21 @@ def section_keys() -> list[Key]:
                 "published": published}}}, "", "mapping", "a conditional space instead of `loss`/`space`/"
             "`published`: NAME: {loss (default: NAME), reg, space, published}; the family is itself searched"),
         Key("search", {"type": "object", "additionalProperties": False}, "{}", "mapping", "the search's settings"),
-        *_section("search.", search_schema),
-        Key("search.scheduler", {"type": "object", "additionalProperties": False}, _yaml(scheduler), "mapping",
-            "when trials are stopped early"),
-        *_section("search.scheduler.", scheduler_schema),
-        Key("search.sampler", {"type": "object", "additionalProperties": False}, _yaml(sampler), "mapping",
-            "which configurations the search stage tries"),
-        *_section("search.sampler.", sampler_schema),
+        *_rows("search"),
+        Key("search.scheduler", {"type": "object", "additionalProperties": False},
+            _yaml(defaults_of("search.scheduler")), "mapping", "when trials are stopped early"),
+        *_rows("search.scheduler"),
+        Key("search.sampler", {"type": "object", "additionalProperties": False},
+            _yaml(defaults_of("search.sampler")), "mapping", "which configurations the search stage tries"),
+        *_rows("search.sampler"),
         Key("search.confirm", {"type": ["object", "null"], "additionalProperties": False},
-            _yaml(dataclasses.asdict(confirm)), "mapping or null", "how the answer is reached after the search "
+            _yaml(defaults_of("search.confirm")), "mapping or null", "how the answer is reached after the search "
             "stage (null: no choosing or judging)"),
-        *_section("search.confirm.", confirm_schema),
-        Key("resources", {"type": "object", "additionalProperties": False}, _yaml(dataclasses.asdict(resources)),
+        *_rows("search.confirm"),
+        Key("resources", {"type": "object", "additionalProperties": False}, _yaml(defaults_of("resources")),
             "mapping", "what one trial gets"),
-        *_section("resources.", resource_schema),
-        *(key for name in BUDGETS for key in _budget_keys(name, train, search_schema, scheduler_schema,
-                                                          resource_schema, confirm_schema)),
+        *_rows("resources"),
+        *(key for name in BUDGETS for key in _budget_keys(name, train)),
         Key("paper", {"type": "object", "additionalProperties": {
             "type": "object", "additionalProperties": False, "properties": {
                 "model": {"type": "string", "minLength": 1}, "corpus": {"type": "string", "minLength": 1},
@@ -295,26 +260,26 @@ def section_keys() -> list[Key]:
     return keys
 
 
-def _budget_keys(name: str, train: dict, search_schema: dict, scheduler_schema: dict, resource_schema: dict,
-                 confirm_schema: dict) -> list[Key]:
+def _budget_keys(name: str, train: dict) -> list[Key]:
     """The keys of a named budget's section (`cpu_budget:`, `paper_budget:`): what each replaces or merges over."""
     section = BUDGETS[name]
     keys = [Key(section, {"type": ["object", "null"], "additionalProperties": False}, "null", "mapping or null",
                 BUDGET_WORDS[name])]
     keys += [Key(f"{section}.{key}", train[key], "", "text",
                  f"replaces the file's `{key}` (the same as `{section}.train.{key}`)") for key in TOP_TRAIN_KEYS]
-    keys += [Key(f"{section}.{key}", search_schema[key][0], "", f"as search.{key}", f"replaces `search.{key}`")
-             for key in ("num_samples", "max_concurrent", "test_eval")]
-    for part, source, schemas in (("scheduler", "search.scheduler", scheduler_schema), ("resources", "resources",
-                                                                                          resource_schema)):
-        keys.append(Key(f"{section}.{part}", {"type": "object", "additionalProperties": False, "properties": {
-            k: v[0] for k, v in schemas.items()}}, "", f"as {source}", f"merged key by key over `{source}`"))
+    keys += [Key(f"{section}.{key.name}", key_schema(key), "", f"as {key.path}", f"replaces `{key.path}`")
+             for key in BUDGET_LEAVES]
+    for part, source in (("scheduler", "search.scheduler"), ("resources", "resources")):
+        keys.append(Key(f"{section}.{part}", {"type": "object", "additionalProperties": False,
+                                              "properties": _properties(source)}, "", f"as {source}",
+                        f"merged key by key over `{source}`"))
     keys += [
         Key(f"{section}.train", {"type": "object", "additionalProperties": False, "properties": train}, "",
             "as train", "merged key by key over the fixed training settings (`train:` and the top-level model, "
             "corpus, objective); `null` sets an optional setting back to none"),
-        Key(f"{section}.confirm", {"type": ["object", "null"], "additionalProperties": False, "properties": {
-            k: v[0] for k, v in confirm_schema.items()}}, "", "as search.confirm, or null", "merged key by key "
+        Key(f"{section}.confirm", {"type": ["object", "null"], "additionalProperties": False,
+                                   "properties": _properties("search.confirm")}, "", "as search.confirm, or null",
+            "merged key by key "
             "over `search.confirm` and checked again as merged; null: no choosing or judging"),
         Key(f"{section}.space", {"type": "object", "propertyNames": {"enum": searchable_names()},
                                  "additionalProperties": {"oneOf": [{"$ref": "#/$defs/distribution"},
@@ -324,11 +289,6 @@ def _budget_keys(name: str, train: dict, search_schema: dict, scheduler_schema: 
             "value"),
     ]
     return keys
-
-
-def _section(prefix: str, entries: dict[str, tuple[dict, Any, str]]) -> list[Key]:
-    return [Key(prefix + name, schema, _yaml(default), _words(schema), meaning)
-            for name, (schema, default, meaning) in entries.items()]
 
 
 # ------------------------------------------------------------------------------------------ the schema
@@ -362,13 +322,13 @@ def cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def table(header: list[str], rows: list[list[str]]) -> list[str]:
+def table_lines(header: list[str], rows: list[list[str]]) -> list[str]:
     return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header),
             *("| " + " | ".join(cell(text) for text in row) + " |" for row in rows)]
 
 
 def _table(keys: list[Key], first: str = "key") -> list[str]:
-    return table([first, "default", "allowed", "meaning"],
+    return table_lines([first, "default", "allowed", "meaning"],
                  [[f"`{k.path}`", f"`{k.default}`" if k.default else "", k.allowed, k.meaning] for k in keys])
 
 
@@ -389,7 +349,7 @@ def space_reference() -> str:
            *_table(hyperparameter_keys(), first="hyperparameter"), "",
            "### Losses", "",
            "`loss:` (or a family's `loss`) and the hyperparameters each takes, with their defaults.", "",
-           *table(["loss", "hyperparameters (default)"],
+           *table_lines(["loss", "hyperparameters (default)"],
                   [[f"`{name}`", ", ".join(f"{k} ({_yaml(v)})" for k, v in loss_hyperparameters(name).items())]
                    for name in LOSS_NAMES]), ""]
     return "\n".join(out)

@@ -8,9 +8,10 @@ resources of one trial, the MLflow experiment, and named budgets that replace so
 the CPU budget when the cluster has no GPU, the paper's own recipe when asked for. Any mistake raises `ConfigError`
 naming the file and the key.
 
-What a file leaves out takes the defaults of the dataclasses that hold it (`SearchSpace`, `Resources`, `Confirm`,
-with `SCHEDULER_DEFAULTS` and the sampler table's `SAMPLER_DEFAULTS`): the parser fills in nothing of its own, and
-the reference (raycse/settings/reference.py) documents those same defaults.
+Every key of `search:` and `resources:` is a row of one table (space_keys.py): the keys each section accepts, the
+checks of their values, the `SearchSpace` and `Resources` fields that hold them and what a budget may replace are
+made from it, so a file leaves out what takes the row's default, and the reference (raycse/settings/reference.py)
+documents the same rows.
 """
 from __future__ import annotations
 
@@ -18,52 +19,58 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from raycse.errors import ConfigError, shown
+from raycse.judging.confirmation_plan import ConfirmPlan
 from raycse.records import loss_hash_tag
-from raycse.sampling.samplers import FILE_SAMPLER_NAMES, SAMPLER_DEFAULTS
 from raycse.settings.budgets import BUDGETS, FULL, OPTIONAL_BUDGETS
-from raycse.settings.checks import (
-    INT_LIMIT,
-    SEED_LIMIT,
-    check_choice,
-    check_int,
-    check_name,
-    check_number,
-    check_path_text,
-    mapping,
-    no_unknown,
-)
+from raycse.settings.checks import check_name, check_path_text, mapping, no_unknown
 from raycse.settings.config import TrainConfig
-from raycse.settings.confirm import Confirm, parse_confirm
+from raycse.settings.confirm import parse_confirm
 from raycse.settings.distributions import parse_distribution
 from raycse.settings.families import TRAIN_SEARCHABLE, Family, override_space, parse_families
 from raycse.settings.gpu_share import AUTO as AUTO_GPUS
 from raycse.settings.paper_rows import paper_rows
 from raycse.settings.space_files import resolve_space
+from raycse.settings.space_keys import (
+    TestScoring,
+    checked_keys,
+    coerce_keys,
+    defaults_of,
+    key_fields,
+    keys_of,
+    names_of,
+)
 from raycse.settings.strict_yaml import load_settings
 
 TOP_KEYS = {"experiment", "description", "model", "corpus", "objective", "loss", "reg", "train", "space", "published",
             "families", "search", "resources", "cpu_budget", "paper_budget", "paper"}
-SEARCH_KEYS = {"num_samples", "max_concurrent", "seed", "scheduler", "sampler", "test_eval", "confirm"}
-# search.sampler: which strategy proposes trials (raycse/sampling/samplers.py) and its prior's settings
-SCHEDULER_KEYS = {"name", "grace_evals", "reduction_factor"}
-RESOURCE_KEYS = {"workers", "gpus_per_worker", "cpus_per_worker"}
+# The keys of each section, from the key table (space_keys.py); search.sampler: which strategy proposes trials
+# (raycse/sampling/samplers.py) and its prior's settings
+SEARCH_KEYS = names_of("search")
+SCHEDULER_KEYS = names_of("search.scheduler")
+SAMPLER_KEYS = names_of("search.sampler")
+RESOURCE_KEYS = names_of("resources")
 TOP_TRAIN_KEYS = ("model", "corpus", "objective")  # written at a file's (and a budget's) top level, merged into train
-BUDGET_KEYS = {"num_samples", "train", "resources", "test_eval", "max_concurrent", "scheduler", "confirm", "space",
+# A budget's section: the search keys whose row says a budget may replace them, and the sections it merges over
+BUDGET_LEAVES = tuple(key for key in keys_of("search") if key.budget)
+BUDGET_KEYS = {*(key.name for key in BUDGET_LEAVES), "train", "resources", "scheduler", "confirm", "space",
                *TOP_TRAIN_KEYS}
-TEST_EVAL = ("all", "best", "none")
-SCHEDULERS = ("asha", "fifo")
-SCHEDULER_DEFAULTS = {"name": "asha", "grace_evals": 1, "reduction_factor": 2}
+SCHEDULER_DEFAULTS = defaults_of("search.scheduler")
 SPACE_FILE_BYTES = 1 << 20  # the shipped files are 2 to 4 KB
 
 
 @dataclass
+@key_fields("resources")
 class Resources:
-    workers: int = 1
-    gpus_per_worker: float | str = 0.0  # or "auto": trials a GPU from a recorded measurement (settings/gpu_share.py)
-    cpus_per_worker: float = 1.0
+    """What one trial gets: its fields are the `resources.*` rows of the key table (workers, gpus_per_worker, which
+    may be "auto": trials a GPU from a recorded measurement, settings/gpu_share.py, and cpus_per_worker)."""
+
+    if TYPE_CHECKING:  # the fields key_fields makes, for the reader and the type checker
+        workers: int
+        gpus_per_worker: float | str
+        cpus_per_worker: float
 
     @property
     def auto_gpus(self) -> bool:
@@ -94,23 +101,32 @@ class TrialSpec:
 
 
 @dataclass
+@key_fields("search")
 class SearchSpace:
+    """A space file as a search runs it. Its `search:` values (num_samples, max_concurrent, seed, test_eval, and
+    any other `search.*` row of the key table) are fields made from the table, after those declared here."""
+
+    if TYPE_CHECKING:  # the fields key_fields makes, for the reader and the type checker
+        num_samples: int
+        max_concurrent: int | None
+        seed: int
+        test_eval: TestScoring
+
     path: str
     experiment: str
     base: TrainConfig                      # fixed training settings (model, corpus, batch size, ...)
     families: dict[str, Family]            # one entry for a single-loss file; several for a conditional one
-    num_samples: int = 16
-    max_concurrent: int | None = None
-    seed: int = 0
-    scheduler: dict[str, Any] = field(default_factory=lambda: dict(SCHEDULER_DEFAULTS))
-    sampler: dict[str, Any] = field(default_factory=lambda: dict(SAMPLER_DEFAULTS))
-    test_eval: str = "best"
+    scheduler: dict[str, Any] = field(default_factory=lambda: defaults_of("search.scheduler"))
+    sampler: dict[str, Any] = field(default_factory=lambda: defaults_of("search.sampler"))
     resources: Resources = field(default_factory=Resources)
     cpu_budget: dict[str, Any] | None = None     # the sections of BUDGETS, as parsed
     paper_budget: dict[str, Any] | None = None
     paper: dict[str, dict] = field(default_factory=dict)  # reported rows by family: {model, corpus, figures}
-    confirm: Confirm | None = field(default_factory=Confirm)  # None: no confirmation stage
+    confirm: ConfirmPlan | None = field(default_factory=ConfirmPlan)  # None: no confirmation stage
     budget: str = FULL                     # the budget `with_budget(name)` applied: a name of BUDGETS
+
+    def __post_init__(self):
+        coerce_keys(self, "search")  # test_eval given as its string, in code, becomes a TestScoring
 
     @property
     def conditional(self) -> bool:
@@ -234,9 +250,7 @@ class SearchSpace:
                                                                            f"{BUDGETS[name]}.confirm", base=confirm)
         return dataclasses.replace(
             self,
-            num_samples=budget.get("num_samples", self.num_samples),
-            max_concurrent=budget.get("max_concurrent", self.max_concurrent),
-            test_eval=budget.get("test_eval", self.test_eval),
+            **{key.name: budget[key.name] for key in BUDGET_LEAVES if key.name in budget},
             scheduler={**self.scheduler, **budget.get("scheduler", {})},
             base=dataclasses.replace(self.base, **budget.get("train", {})),
             resources=dataclasses.replace(self.resources, **budget.get("resources", {})),
@@ -297,14 +311,14 @@ def parse_space(raw: dict, where: str) -> SearchSpace:
     no_unknown(search, SEARCH_KEYS, where, "search.")
     scheduler = {**SCHEDULER_DEFAULTS, **mapping(search.get("scheduler", {}), where, "search.scheduler")}
     no_unknown(scheduler, SCHEDULER_KEYS, where, "search.scheduler.")
-    sampler = {**SAMPLER_DEFAULTS, **mapping(search.get("sampler", {}), where, "search.sampler")}
-    no_unknown(sampler, set(SAMPLER_DEFAULTS), where, "search.sampler.")
+    sampler = {**defaults_of("search.sampler"), **mapping(search.get("sampler", {}), where, "search.sampler")}
+    no_unknown(sampler, SAMPLER_KEYS, where, "search.sampler.")
     resources = mapping(raw.get("resources", {}), where, "resources")
     no_unknown(resources, RESOURCE_KEYS, where, "resources.")
     budgets = {section: _budget(raw[section], where, section) for section in BUDGETS.values()
                if raw.get(section) is not None}
     confirm = search.get("confirm", {})
-    given = {key: search[key] for key in ("num_samples", "max_concurrent", "seed", "test_eval") if key in search}
+    given = checked_keys(search, "search", where)  # checked before it is held (test_eval: a TestScoring)
     space = SearchSpace(
         path=where,
         experiment=experiment,
@@ -336,6 +350,7 @@ def _budget(raw, where: str, section: str) -> dict[str, Any]:
         if part in budget:  # an empty part (`train:` with nothing) is an empty mapping
             budget[part] = mapping(budget[part], where, f"{section}.{part}")
             no_unknown(budget[part], allowed, where, f"{section}.{part}.")
+    checked_keys(budget, "search", where, f"{section}: ")  # what it replaces, checked as the file's own
     top_level = {key: budget.pop(key) for key in TOP_TRAIN_KEYS if key in budget}
     TrainConfig.check_values(top_level, f"{where}: {section}")  # named where the file has it: `corpus:`
     TrainConfig.check_values(budget.get("train", {}), f"{where}: {section}.train")
@@ -351,33 +366,14 @@ def validate_space(space: SearchSpace, prefix: str = "") -> None:
     """Every corner of every family's space must give a valid training (ranges checked by the registry)."""
     where = space.path
 
-    def check(key: str, checker, *args, **kwargs) -> None:
-        try:
-            checker(key, *args, **kwargs)
-        except ConfigError as err:
-            raise ConfigError(f"{where}: {prefix}{err}") from None
-
-    check("search.num_samples", check_int, space.num_samples, low=1, high=INT_LIMIT)
-    check("resources.workers", check_int, space.resources.workers, low=1, high=INT_LIMIT)
-    if space.max_concurrent is not None:
-        check("search.max_concurrent", check_int, space.max_concurrent, low=1, high=INT_LIMIT)
-    check("search.seed", check_int, space.seed, low=0, high=SEED_LIMIT)
-    check("search.test_eval", check_choice, space.test_eval, TEST_EVAL)
-    sched = space.scheduler
-    check("search.scheduler.name", check_choice, sched.get("name"), SCHEDULERS)
-    check("search.scheduler.grace_evals", check_number, sched.get("grace_evals"), low=1)
-    check("search.scheduler.reduction_factor", check_number, sched.get("reduction_factor"), low=2)
-    sampler = space.sampler
-    check("search.sampler.name", check_choice, sampler.get("name"), FILE_SAMPLER_NAMES)
-    if sampler.get("startup_trials") is not None:
-        check("search.sampler.startup_trials", check_int, sampler["startup_trials"], low=1)
-    check("search.sampler.prior_width", check_number, sampler.get("prior_width"), low=0.01, high=10)
-    if isinstance(space.resources.gpus_per_worker, str) and not space.resources.auto_gpus:
-        raise ConfigError(f"{where}: {prefix}resources.gpus_per_worker: must be a number >= 0 or {AUTO_GPUS}, got "
-                          f"{shown(space.resources.gpus_per_worker)}")
-    if not space.resources.auto_gpus:
-        check("resources.gpus_per_worker", check_number, space.resources.gpus_per_worker, low=0)
-    check("resources.cpus_per_worker", check_number, space.resources.cpus_per_worker, low=0)
+    values = {"search": vars(space), "search.scheduler": space.scheduler, "search.sampler": space.sampler,
+              "resources": vars(space.resources)}  # search.confirm is checked as it is parsed (confirm.py)
+    for section, given in values.items():
+        for key in keys_of(section):
+            try:
+                key.check(key.path, given.get(key.name))
+            except ConfigError as err:
+                raise ConfigError(f"{where}: {prefix}{err}") from None
     for family_name, corner, config in space.corners():
         try:
             config.validate()

@@ -93,7 +93,7 @@ def training_loader(batches: GlobalBatches, epochs: int, steps: int, tokenize: B
     step's non_blocking copies hide behind the GPU's previous steps. Worker k tokenises steps k, k + W, ... and the
     DataLoader takes one batch from each worker in turn, so the order is the stream's (`StepBatches`).
     CPU: no worker. The step runs on these very cores, so a worker would only move the tokenising to a process
-    that competes with the step's threads for the same cores (benchmarks/README.md has the measurement).
+    that competes with the step's threads for the same cores (benchmarks/step-speed.md has the measurement).
     `start`: the first step to yield is step start + 1 (a resumed training).
     """
     cuda = device.type == "cuda"

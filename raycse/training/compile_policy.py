@@ -13,8 +13,8 @@ from raycse.training import distributed as dist_utils
 
 COMPILE_PROBE_WARMUP = 3  # eager steps not timed first (CUDA and cuBLAS initialisation, the allocator's growth)
 COMPILE_PROBE_STEPS = 10  # eager steps then timed before deciding
-COMPILED_SPEEDUP = 2.5  # eager / compiled step time assumed for the decision (benchmarks/README.md, BERT-base b64)
-DEFAULT_COMPILE_SECONDS = 40.0  # one cold compile when no earlier trial measured it (benchmarks/README.md)
+COMPILED_SPEEDUP = 2.5  # eager / compiled step time assumed for the decision (benchmarks/step-speed.md, BERT-base b64)
+DEFAULT_COMPILE_SECONDS = 40.0  # one cold compile when no earlier trial measured it (benchmarks/step-speed.md)
 
 
 def _cuda_graph_state_for_this_thread() -> None:

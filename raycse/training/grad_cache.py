@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from raycse.training.batches import TokenizedBatch
 
 
-class StepRunner(Protocol):
+class StepRunnerLike(Protocol):
     """What gradient caching uses of `step_runner.StepRunner`, which imports this module (so this one cannot
     import it)."""
 
@@ -115,7 +115,7 @@ def plan_chunks(batch: TokenizedBatch, rows: dict[str, Tensor], first_rows: dict
     return chunks
 
 
-def encode_chunk(runner: StepRunner, chunk: Chunk, key: Tensor, supervised: bool,
+def encode_chunk(runner: StepRunnerLike, chunk: Chunk, key: Tensor, supervised: bool,
                  one_forward_z0: bool) -> dict[str, Tensor]:
     """The chunk's views by name (z1, z2, and z3 or z0 where the loss has them), as `StepRunner.embeddings` lays
     them out; with or without a graph as the caller's grad mode says."""
@@ -148,13 +148,13 @@ def _gathered(views: dict[str, Tensor], complementary: Tensor | None) -> Embeddi
     return Embeddings(**{name: gather(tensor) for name, tensor in views.items()}, complementary=gather(complementary))
 
 
-def _new_graph_step(runner: StepRunner) -> None:
+def _new_graph_step(runner: StepRunnerLike) -> None:
     """Compiled with CUDA graphs: tell the graph trees that the previous chunk's outputs are no longer used."""
     if runner.compiled:
         torch.compiler.cudagraph_mark_step_begin()
 
 
-def backward(runner: StepRunner, batch: TokenizedBatch) -> Tensor:
+def backward(runner: StepRunnerLike, batch: TokenizedBatch) -> Tensor:
     """The loss of `batch` (a 0-d tensor) with its parameter gradients accumulated into `.grad` (this worker's
     rows; the caller sums them across workers), in chunks of `runner.config.mini_batch_size` sentences."""
     device, supervised = runner.device, batch.supervised

@@ -57,7 +57,7 @@ def _train_worker(loop_config: dict) -> None:
           resume=loop_config["resume"])
 
 
-def eval_metrics(report) -> dict[str, float]:
+def logged_evaluation(report) -> dict[str, float]:
     """What an evaluation logs, step-indexed: the objective, its parts, the loss and its diagnostics."""
     return {OBJECTIVE: report.objective, **report.dev_scores, TRAIN_LOSS: report.train_loss,
             SENTENCES_PER_S: report.sentences_per_s,
@@ -88,7 +88,7 @@ def run_training(config: TrainConfig, tracking_uri: str | None = None, resume: b
             print(file=sys.stderr)
         print(eval_line(report), flush=True)
         if tracker:
-            tracker.log_metrics(run_id, eval_metrics(report), step=report.step)
+            tracker.log_metrics(run_id, logged_evaluation(report), step=report.step)
 
     started = time.perf_counter()
     try:

@@ -198,7 +198,7 @@ def exit_status(signum: int | None = None) -> int:
     return 128 + (signum or received() or signal.SIGINT)
 
 
-def report(err: BaseException | None) -> int:
+def report_stop(err: BaseException | None) -> int:
     """Print the stop's one line (to a terminal that may have hung up) and return the exit status."""
     signum = getattr(err, "signum", None) or received() or signal.SIGINT
     with contextlib.suppress(OSError):

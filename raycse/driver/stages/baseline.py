@@ -25,7 +25,7 @@ from raycse.settings.space import SearchSpace
 
 class BaselineStage(Stage):
     name = "baseline"
-    needs = ("plan", "tracker", "parent_run_id")
+    needs = ("space", "tracker", "parent_run_id")
     produces = ("baseline",)
 
     def run(self, state: SearchState) -> None:
@@ -35,10 +35,10 @@ class BaselineStage(Stage):
         if saved:
             state.baseline = Baseline.from_dict(json.loads(saved))
             return
-        plan = state.plan
-        headline, poolers, test_pooler = untouched_scoring(plan)
-        key = untouched_key(plan)
-        cached = untouched_cache.load(key) if key else None
+        space = state.space
+        headline, poolers, test_pooler = untouched_scoring(space)
+        key = untouched_key(space)
+        cached = untouched_cache.recall(key) if key else None
         if cached is not None:
             state.log(f"baseline: the untouched model's figures reused from {cache_dir()} (the same "
                       "model, objective and STS files as a run before; `raycse cache clear` forgets them)")
@@ -54,44 +54,44 @@ class BaselineStage(Stage):
                   if test_pooler else "") + f"), beside the first trials; kept in {cache_dir()} for "
                   "the next run")
         scoring = scoring_task(state, score_untouched)
-        state.baseline = PendingBaseline(headline, scoring(plan.base, poolers, test_pooler), cache_key=key)
+        state.baseline = PendingBaseline(headline, scoring(space.base, poolers, test_pooler), cache_key=key)
 
 
-def untouched_scoring(plan: SearchSpace) -> tuple[str, list[str], str | None]:
+def untouched_scoring(space: SearchSpace) -> tuple[str, list[str], str | None]:
     """What the untouched model is scored with: the headline's evaluation pooler, every evaluation pooler the
     trials use, and the test tasks' pooler (None: the search scores no test task)."""
-    published = plan.published_sampled()
-    headline = (plan.trial_config(published) if published else plan.base).poolers()[1]
-    test_pooler = headline if plan.test_eval != "none" else None  # the untouched model's row of the test table
-    return headline, evaluation_poolers(plan), test_pooler
+    published = space.published_sampled()
+    headline = (space.trial_config(published) if published else space.base).poolers()[1]
+    test_pooler = headline if space.test_eval.scores_any else None  # the untouched model's row of the test table
+    return headline, evaluation_poolers(space), test_pooler
 
 
-def untouched_key(plan: SearchSpace) -> str | None:
+def untouched_key(space: SearchSpace) -> str | None:
     """The fingerprint of the untouched model's figures for this plan (None: a model that is not a local folder)."""
     from raycse.encoder.loading import resolve_model_path
 
-    base = plan.base
+    base = space.base
     if not Path(resolve_model_path(base.model)).is_dir():  # a hub id: no fingerprint (its poolers would ask the hub)
         return None
-    _, poolers, test_pooler = untouched_scoring(plan)
+    _, poolers, test_pooler = untouched_scoring(space)
     return untouched_cache.fingerprint(base.model, base.objective, base.objective_columns, poolers, test_pooler,
-                                       base.trust_remote_code, "cuda" if plan.resources.gpus_per_worker else "cpu")
+                                       base.trust_remote_code, "cuda" if space.resources.gpus_per_worker else "cpu")
 
 
-def evaluation_poolers(plan: SearchSpace) -> list[str]:
+def evaluation_poolers(space: SearchSpace) -> list[str]:
     """The evaluation poolers the trials use: the fixed one, and every choice of a searched pooler."""
     poolers = []
-    for family in plan.families.values():
-        choices = family.space["pooler"].choices if "pooler" in family.space else [plan.base.pooler]
+    for family in space.families.values():
+        choices = family.space["pooler"].choices if "pooler" in family.space else [space.base.pooler]
         for pooler in choices:
-            eval_pooler = dataclasses.replace(plan.base, pooler=pooler).poolers()[1]
+            eval_pooler = dataclasses.replace(space.base, pooler=pooler).poolers()[1]
             if eval_pooler not in poolers:
                 poolers.append(eval_pooler)
     return poolers
 
 
-def untouched_figures_known(plan: SearchSpace) -> bool:
+def untouched_figures_known(space: SearchSpace) -> bool:
     """Whether a search of `plan` reads the untouched model's figures (kept from a run before, or shipped) rather
     than scoring them: what the dry run prices."""
-    key = untouched_key(plan)
-    return key is not None and (untouched_cache.load(key) is not None or untouched_cache.shipped(key) is not None)
+    key = untouched_key(space)
+    return key is not None and (untouched_cache.recall(key) is not None or untouched_cache.shipped(key) is not None)

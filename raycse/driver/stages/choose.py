@@ -29,12 +29,12 @@ from raycse.settings.space import TrialSpec
 
 class ChooseStage(Stage):
     name = CHOOSE
-    needs = ("plan", "budget", "tracker", "parent_run_id", "searched")
+    needs = ("space", "budget", "tracker", "parent_run_id", "searched")
     produces = ("ranking", "choose_runs", "winner_key")  # and the judging runs it trained ahead (judge_runs)
 
     def run(self, state: SearchState) -> None:
-        plan = state.plan
-        confirm = confirmation.confirm_plan(plan, state.budget)
+        space = state.space
+        confirm = confirmation.confirm_plan(space, state.budget)
         saved = state.tracker.tags(state.parent_run_id).get(RANKING_TAG)
         if saved:
             ranking = [Ranked(**entry) for entry in json.loads(saved)]
@@ -46,17 +46,17 @@ class ChooseStage(Stage):
         state.ranking = ranking
         state.choose_runs = []
         if confirm is not None and confirm.has_choosing and ranking:
-            sampled = {key: plan.sampled_of(c["family"], c["params"])
-                       for key, c in confirmation.configurations(plan, state.searched).items()}
+            sampled = {key: space.sampled_of(c["family"], c["params"])
+                       for key, c in confirmation.configurations(space, state.searched).items()}
             seeds = confirm.seeds().choose
             specs = [TrialSpec(sampled[r.key], seed, CHOOSE) for r in ranking for seed in seeds]
-            ahead = confirmation.published_first_look(plan, state.budget, state.searched)
+            ahead = confirmation.published_first_look(space, state.budget, state.searched)
             beside = (f"; beside them, the published point's first judging look on seeds {ahead[0].seed}-"
                       f"{ahead[-1].seed} ({len(ahead)} runs: it is judged whichever configuration wins)"
                       if ahead else "")
             state.log(f"Choosing: the top {len(ranking)} configuration(s) of the search, each on seeds "
                       f"{seeds[0]}-{seeds[-1]} ({len(specs)} runs){beside}.")
-            runs = runner.run_fixed(state, plan, CHOOSE, specs + ahead)
+            runs = runner.run_fixed(state, space, CHOOSE, specs + ahead)
             state.choose_runs = [run for run in runs if run.stage == CHOOSE]
             state.judge_runs = [run for run in runs if run.stage == JUDGE]
         if confirm is None:

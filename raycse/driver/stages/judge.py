@@ -26,23 +26,23 @@ from raycse.records import JUDGE
 
 class JudgeStage(Stage):
     name = JUDGE
-    needs = ("plan", "budget", "tracker", "parent_run_id", "searched", "winner_key")
+    needs = ("space", "budget", "tracker", "parent_run_id", "searched", "winner_key")
     produces = ("judge_runs",)
 
     def applies(self, state: SearchState) -> bool:
-        return state.plan.confirm is not None and state.winner_key is not None
+        return state.space.confirm is not None and state.winner_key is not None
 
     def run(self, state: SearchState) -> None:
-        plan = state.plan
-        confirm = confirmation.confirm_plan(plan, state.budget)
-        configs = confirmation.configurations(plan, state.searched)
-        published = confirmation.published_key(plan, configs[state.winner_key]["family"])
+        space = state.space
+        confirm = confirmation.confirm_plan(space, state.budget)
+        configs = confirmation.configurations(space, state.searched)
+        published = confirmation.published_key(space, configs[state.winner_key]["family"])
         keys = [state.winner_key] + ([published] if published and published != state.winner_key else [])
         seeds = confirm.seeds().judge
-        on_test = confirmation.seeds_on_test(plan, state.budget)
+        on_test = confirmation.seeds_on_test(space, state.budget)
         looks = confirm.design_looks
         on_test_note = ""
-        if plan.test_eval != "none" and len(on_test) < len(seeds):
+        if space.test_eval.scores_any and len(on_test) < len(seeds):
             on_test_note = f"; the test tasks on seed{'s' if len(on_test) > 1 else ''} {', '.join(map(str, on_test))}"
         looked = f", looking after {', '.join(map(str, looks))} seeds" if len(looks) > 1 else ""
         ahead = f"; {len(state.judge_runs)} trained beside the choosing runs" if state.judge_runs else ""
@@ -51,10 +51,10 @@ class JudgeStage(Stage):
         runs, start = list(state.judge_runs or []), 0
         trained = {(run.config_key, run.seed) for run in runs}  # beside the choosing runs (choose.py)
         for number, end in enumerate(looks, start=1):
-            specs = confirmation.judging_specs(plan, state.budget, configs, [
+            specs = confirmation.judging_specs(space, state.budget, configs, [
                 (key, seed) for key in keys for seed in seeds[start:end] if (key, seed) not in trained])
             if specs:
-                runs += runner.run_fixed(state, plan, JUDGE, specs, part="" if number == 1 else f"look{number}",
+                runs += runner.run_fixed(state, space, JUDGE, specs, part="" if number == 1 else f"look{number}",
                                          drop_lost=False)
             start = end
             if number < len(looks):
@@ -66,5 +66,5 @@ class JudgeStage(Stage):
                     state.log(f"Judging stops at look {number} of {len(looks)} ({end} seeds): {decision.stopped}; "
                               f"the {len(keys) * (len(seeds) - end)} runs of the later looks are not started.")
                     break
-        runner.drop_lost_runs(state, plan, JUDGE, runs)
+        runner.drop_lost_runs(state, space, JUDGE, runs)
         state.judge_runs = runs

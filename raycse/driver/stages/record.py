@@ -34,33 +34,33 @@ NO_CONFIRMATION = ("No confirmation stage ran (--no-confirm): the answer is the 
 
 class RecordStage(Stage):
     name = "record"
-    needs = ("plan", "budget", "tracker", "parent_run_id", "baseline", "searched", "ranking", "choose_runs",
+    needs = ("space", "budget", "tracker", "parent_run_id", "baseline", "searched", "ranking", "choose_runs",
              "winner_key", "judge_runs")
     produces = ("outcome",)
 
     def run(self, state: SearchState) -> None:
-        plan, parent = state.plan, state.parent_run_id
+        space, parent = state.space, state.parent_run_id
         baseline = state.finished_baseline()
         judge_runs, choose_runs = state.judge_runs or [], state.choose_runs or []
         trials = [*state.searched, *choose_runs, *judge_runs]
-        configs = confirmation.configurations(plan, trials)
+        configs = confirmation.configurations(space, trials)
         winner = state.winner_key
-        published = confirmation.published_key(plan, configs[winner]["family"] if winner else None)
-        confirm = confirmation.confirm_plan(plan, state.budget)
+        published = confirmation.published_key(space, configs[winner]["family"] if winner else None)
+        confirm = confirmation.confirm_plan(space, state.budget)
         decision = None
         if confirm is not None:
             decision = decide(confirmation.config_scores(state.ranking, published, choose_runs, judge_runs),
                               published=published, baseline=confirmation.decision_baseline(baseline), plan=confirm)
         outcome = state.outcome = SearchOutcome(
-            experiment=state.space.experiment, name=state.name, parent_run_id=parent, budget=state.budget,
-            objective=plan.base.objective, baseline=baseline, trials=trials, ranking=state.ranking,
+            experiment=state.loaded_space.experiment, name=state.name, parent_run_id=parent, budget=state.budget,
+            objective=space.base.objective, baseline=baseline, trials=trials, ranking=state.ranking,
             winner_key=winner, published_key=published, configurations=configs, decision=decision,
             verdict=decision.sentence if decision else NO_CONFIRMATION, timings={})
         outcome.registered_run = registered_run(winner, judge_runs if decision else state.searched,
                                                 JUDGE if decision else SEARCH)
         if winner is not None:
             _record_winner(state, outcome)
-        outcome.summary = search_summary(outcome, plan, state.optuna_storage)
+        outcome.summary = search_summary(outcome, space, state.optuna_storage)
 
 
 def registered_run(winner: str | None, runs: list[TrialRecord], stage: str) -> TrialRecord | None:
@@ -71,7 +71,7 @@ def registered_run(winner: str | None, runs: list[TrialRecord], stage: str) -> T
 
 
 def _record_winner(state: SearchState, outcome: SearchOutcome) -> None:
-    plan, tracker, parent, decision = state.plan, state.tracker, state.parent_run_id, outcome.decision
+    space, tracker, parent, decision = state.space, state.tracker, state.parent_run_id, outcome.decision
     judged = decision.config(outcome.winner_key).judge if decision else None
     metrics = {}
     if judged is not None and judged.dev is not None:
@@ -83,7 +83,7 @@ def _record_winner(state: SearchState, outcome: SearchOutcome) -> None:
         metrics[WINNER_MINUS_PUBLISHED] = decision.versus_published.mean
     tracker.log_metrics(parent, metrics)
     winner = outcome.winner
-    config = plan.trial_config(plan.sampled_of(winner["family"], winner["params"]))
+    config = space.trial_config(space.sampled_of(winner["family"], winner["params"]))
     tracker.log_params(parent, {f"best.{k}": v for k, v in training_params(config.to_dict()).items()})
     run = outcome.registered_run
     if run is None:

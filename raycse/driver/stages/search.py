@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import math
 
-from raycse.driver import plan as planning
-from raycse.driver import progress
+from raycse.driver import layout, progress
 from raycse.driver.stages.base import Stage
 from raycse.driver.state import SearchState
-from raycse.driver.tune import runner
+from raycse.driver.tune import newest_first, runner
 from raycse.evaluation.sts import DevObjective
 from raycse.records import OBJECTIVE, RAY_TRIAL_ID, SEARCH
 from raycse.sampling import samplers
@@ -21,7 +20,7 @@ from raycse.sampling import samplers
 
 class SearchStage(Stage):
     name = SEARCH
-    needs = ("plan", "tracker", "parent_run_id", "optuna_storage", "shared_tokens", "baseline")
+    needs = ("space", "tracker", "parent_run_id", "optuna_storage", "shared_tokens", "baseline")
     produces = ("searched", "baseline")
 
     def run(self, state: SearchState) -> None:
@@ -36,35 +35,34 @@ class SearchStage(Stage):
             points_not_waiting,
         )
 
-        plan, options = state.plan, state.options
-        study_name, storage = plan.experiment, state.optuna_storage
-        chosen = samplers.sampler_named(options.sampler, plan)
-        grid = chosen.tune_grid  # a hand-written grid: every combination once, no searcher
-        param_space = {name: tune.grid_search(list(values)) for name, values in (options.grid or {}).items()} \
-            if grid else None
+        space, hook = state.space, state.options.benchmark
+        study_name, storage = space.experiment, state.optuna_storage
+        grid = hook.grid is not None  # a benchmark's hand-written grid: every combination once, no searcher
+        chosen = None if grid else samplers.sampler_named(hook.sampler, space)
+        param_space = {name: tune.grid_search(list(values)) for name, values in hook.grid.items()} if grid else None
 
         def tune_config():
             searcher = None
             if not grid:
-                searcher = TaggedOptunaSearch(space=plan.define_by_run, metric=OBJECTIVE, mode=DevObjective.mode,
+                searcher = TaggedOptunaSearch(space=space.define_by_run, metric=OBJECTIVE, mode=DevObjective.mode,
                                               points_to_evaluate=points_not_waiting(
-                                                  study_name, planning.optuna_rdb_storage(storage),
-                                                  plan.points_to_evaluate()) or None,
-                                              sampler=chosen.build(samplers.settings_of(plan)),
-                                              study_name=study_name, storage=planning.optuna_rdb_storage(storage))
-            slots = planning.max_concurrent(plan, state.cluster)
+                                                  study_name, layout.optuna_rdb_storage(storage),
+                                                  space.points_to_evaluate()) or None,
+                                              sampler=chosen.build(samplers.settings_of(space)),
+                                              study_name=study_name, storage=layout.optuna_rdb_storage(storage))
+            slots = layout.max_concurrent(space, state.cluster)
             limited = ResumableGrid(max_concurrent=slots) if grid else ResumableLimiter(searcher, slots)
             return tune.TuneConfig(metric=OBJECTIVE, mode=DevObjective.mode, search_alg=limited,
-                                   scheduler=planning.scheduler(plan), num_samples=1 if grid else plan.num_samples,
-                                   reuse_actors=True)
+                                   scheduler=newest_first.scheduler(space),
+                                   num_samples=1 if grid else space.num_samples, reuse_actors=True)
 
-        stopper = TotalStepsStopper(options.max_total_steps) if options.max_total_steps else None
-        grid_size = math.prod(len(values) for values in (options.grid or {}).values())
-        progress.plan_trials(grid_size if grid else plan.num_samples, DevObjective.mode)
-        experiment = runner.tuner(state, plan, SEARCH, tune_config, param_space, stopper=stopper)
-        records = runner.fit(state, plan, SEARCH, experiment)
+        stopper = TotalStepsStopper(hook.max_total_steps) if hook.max_total_steps else None
+        grid_size = math.prod(len(values) for values in (hook.grid or {}).values())
+        progress.plan_trials(grid_size if grid else space.num_samples, DevObjective.mode)
+        experiment = runner.tuner(state, space, SEARCH, tune_config, param_space, stopper=stopper)
+        records = runner.fit(state, space, SEARCH, experiment)
         if not grid:  # so that the printed table names each trial as optuna-dashboard and the report do
-            study = optuna.load_study(study_name=study_name, storage=planning.optuna_rdb_storage(storage))
+            study = optuna.load_study(study_name=study_name, storage=layout.optuna_rdb_storage(storage))
             fail_unrecorded_trials(study, {record.trial_id for record in records})  # sampled just before a kill
             numbers = {t.user_attrs.get(RAY_TRIAL_ID): t.number for t in study.trials}
             for record in records:

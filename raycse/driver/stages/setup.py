@@ -11,19 +11,19 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from raycse.driver import plan as planning
+from raycse.driver import layout
 from raycse.driver.stages.base import Stage
 from raycse.driver.state import SearchState
 from raycse.driver.tune.pacing import set_snapshot_period
+from raycse.driver.tune.search_workers import search_workers
 from raycse.errors import ConfigError
 from raycse.records import BUDGET_TAG, PATH_TAG, SEARCH_TAG, loss_hash_tag
-from raycse.settings.confirm import Confirm
 from raycse.tracking.tracker import Tracker
 
 
 class SetupStage(Stage):
     name = "setup"
-    produces = ("name", "storage", "search_path", "cluster", "budget", "plan", "optuna_storage", "tracker",
+    produces = ("name", "storage", "search_path", "cluster", "budget", "space", "optuna_storage", "tracker",
                 "parent_run_id")
 
     def run(self, state: SearchState) -> None:
@@ -33,8 +33,8 @@ class SetupStage(Stage):
         from raycse.training.ray_runtime import start_ray
 
         _quiet_tune()
-        options, space = state.options, state.space
-        state.name = planning.experiment_dir_name(space.experiment)
+        options, loaded = state.options, state.loaded_space
+        state.name = layout.experiment_dir_name(loaded.experiment)
         state.storage = (options.storage_path if "://" in options.storage_path
                          else str(Path(options.storage_path).expanduser().resolve()))
         state.search_path = f"{state.storage.rstrip('/')}/{state.name}"  # also an s3:// or gs:// URI on a cluster
@@ -42,30 +42,31 @@ class SetupStage(Stage):
         # while Ray starts (importing MLflow and opening a SQLite store take a CPU-bound 2-3 s, Ray's start mostly
         # waits for its processes)
         with ThreadPoolExecutor(1, thread_name_prefix="raycse-tracking") as opening:
-            tracker = opening.submit(Tracker, options.tracking_uri, space.experiment,
+            tracker = opening.submit(Tracker, options.tracking_uri, loaded.experiment,
                                      artifact_location=options.artifact_location)
-            start_ray(ship=[source.ship for source in space.loss_sources()])
+            start_ray(ship=[source.ship for source in loaded.loss_sources()])
             state.tracker = tracker.result()
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         state.cluster = ray.cluster_resources()
-        state.budget = options.budget if options.budget != "auto" else planning.auto_budget(state.cluster)
-        plan = state.plan = planning.search_plan(space, options, state.budget, state.cluster)
-        budgeted = space.with_budget(state.budget)
-        if budgeted.resources.auto_gpus and (share := planning.gpu_share(budgeted, state.cluster)) is not None:
+        state.budget = options.budget if options.budget != "auto" else layout.auto_budget(state.cluster)
+        space = state.space = layout.space_to_run(loaded, options, state.budget, state.cluster)
+        budgeted = loaded.with_budget(state.budget)
+        if budgeted.resources.auto_gpus and (share := layout.gpu_share(budgeted, state.cluster)) is not None:
             state.log(f"gpus_per_worker: auto gives {share.why}.")
-        state.start_warm_workers(planning.max_concurrent(plan, state.cluster))  # they import while the set-up goes on
-        set_snapshot_period(state.storage, plan.num_samples)
+        search_workers(state).start_ahead(space.resources.gpus_per_worker,  # they import while the set-up goes on
+                                          layout.max_concurrent(space, state.cluster))
+        set_snapshot_period(state.storage, space.num_samples)
         if state.budget == "cpu":
-            confirm, judged = plan.confirm, ")."
+            confirm, judged = space.confirm, ")."
             if confirm is not None:
-                on_test = confirm.judging_seeds_on_test()
+                on_test = confirm.judging_seeds_on_test
                 judged = (f"; the winner and the published point judged on {confirm.judge_seeds} fresh seeds"
                           + (f", {on_test} of them scored on the test tasks" if on_test < confirm.judge_seeds
-                             and plan.test_eval != "none" else "") + ").")
-            state.log(f"No GPU in the Ray cluster: using the CPU budget of {space.path} "
-                      f"({plan.num_samples} trials, batch {plan.base.batch_size}, {plan.base.max_steps or 'all'} "
-                      f"steps, the objective every {plan.base.eval_steps} steps{judged}")
-        state.optuna_storage = options.optuna_storage or planning.default_optuna_storage(options.tracking_uri)
+                             and space.test_eval.scores_any else "") + ").")
+            state.log(f"No GPU in the Ray cluster: using the CPU budget of {loaded.path} "
+                      f"({space.num_samples} trials, batch {space.base.batch_size}, {space.base.max_steps or 'all'} "
+                      f"steps, the objective every {space.base.eval_steps} steps{judged}")
+        state.optuna_storage = options.optuna_storage or layout.default_optuna_storage(options.tracking_uri)
         state.parent_run_id = _open_parent_run(state)
 
 
@@ -76,7 +77,7 @@ def _quiet_tune() -> None:
 
 
 def _open_parent_run(state: SearchState) -> str:
-    tracker, plan, options = state.tracker, state.plan, state.options
+    tracker, space, options = state.tracker, state.space, state.options
     if options.resume:  # the parent run is found by the search's storage location, kept as a tag
         parent_run_id = tracker.find_run(PATH_TAG, state.search_path)
         if parent_run_id is None:
@@ -87,15 +88,17 @@ def _open_parent_run(state: SearchState) -> str:
         state.log(f"Resuming search {state.name!r} (MLflow parent run {parent_run_id}; "
                   f"{killed} orphaned trial run(s) marked KILLED).")
         return parent_run_id
-    planning.check_new_study(state.optuna_storage, plan.experiment)
+    layout.check_new_study(state.optuna_storage, space.experiment)
     parent_run_id = tracker.start_run(state.name, tags={
         SEARCH_TAG: state.name, PATH_TAG: state.search_path, BUDGET_TAG: state.budget,
-        **{loss_hash_tag(source.name): source.sha256 for source in plan.loss_sources()}})
-    tracker.log_artifact(parent_run_id, plan.path)
-    confirm = plan.confirm or Confirm(top_k=1, choose_seeds=0, judge_seeds=0)
+        **{loss_hash_tag(source.name): source.sha256 for source in space.loss_sources()}})
+    tracker.log_artifact(parent_run_id, space.path)
+    confirm = space.confirm
     tracker.log_params(parent_run_id, {
-        "space_file": os.path.basename(plan.path), "num_samples": plan.num_samples, "budget": state.budget,
-        "seed": plan.seed, "scheduler": plan.scheduler["name"], "objective": plan.base.objective,
-        "confirm_top_k": confirm.top_k, "choose_seeds": confirm.choose_seeds, "judge_seeds": confirm.judge_seeds,
-        "optuna_storage": state.optuna_storage, "study_name": plan.experiment})
+        "space_file": os.path.basename(space.path), "num_samples": space.num_samples, "budget": state.budget,
+        "seed": space.seed, "scheduler": space.scheduler["name"], "objective": space.base.objective,
+        # without a confirmation stage: the search stage's best, one configuration, no further seeds
+        "confirm_top_k": confirm.top_k if confirm else 1, "choose_seeds": confirm.choose_seeds if confirm else 0,
+        "judge_seeds": confirm.judge_seeds if confirm else 0,
+        "optuna_storage": state.optuna_storage, "study_name": space.experiment})
     return parent_run_id

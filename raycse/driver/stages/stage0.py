@@ -8,33 +8,35 @@ from __future__ import annotations
 
 import dataclasses
 
-from raycse.driver import plan as planning
+from raycse.driver import layout
 from raycse.driver.stages.base import Stage
 from raycse.driver.state import SearchState
 from raycse.driver.tune import runner
 from raycse.losses import DEFAULT_LOSS
 from raycse.records import FINISHED, STAGE0
 from raycse.settings.space import TrialSpec
+from raycse.settings.space_keys import TestScoring
 
 
 class Stage0(Stage):
     name = STAGE0
-    needs = ("plan", "shared_tokens")
-    produces = ("plan",)
+    needs = ("space", "shared_tokens")
+    produces = ("space",)
 
     def applies(self, state: SearchState) -> bool:
-        return planning.needs_stage0(state.plan)
+        return layout.needs_stage0(state.space)
 
     def run(self, state: SearchState) -> None:
-        plan = state.plan
-        default = dataclasses.replace(next(iter(plan.families.values())), loss=DEFAULT_LOSS, reg=None, space={},
+        space = state.space
+        default = dataclasses.replace(next(iter(space.families.values())), loss=DEFAULT_LOSS, reg=None, space={},
                                       published={}, sources=())
-        stage0 = dataclasses.replace(plan, families={DEFAULT_LOSS: default}, test_eval="none",
-                                     base=dataclasses.replace(plan.base, hparams={}))
+        stage0 = dataclasses.replace(space, families={DEFAULT_LOSS: default}, test_eval=TestScoring.NONE,
+                                     base=dataclasses.replace(space.base, hparams={}))
         state.log("Stage 0: training the SimCSE model that DCLR trials use as their complementary model.")
         records = runner.run_fixed(state, stage0, STAGE0, [TrialSpec({}, stage0.base.seed, STAGE0)])
         if not records or records[0].checkpoint is None or records[0].status != FINISHED:
             raise RuntimeError("stage 0 (the SimCSE complementary model for DCLR) did not finish: see its MLflow run")
         state.log(f"Stage 0: complementary model at {records[0].checkpoint} "
                   f"(objective {records[0].best_objective:.2f}).")
-        state.plan = dataclasses.replace(plan, base=dataclasses.replace(plan.base, complementary=records[0].checkpoint))
+        complementary = records[0].checkpoint
+        state.space = dataclasses.replace(space, base=dataclasses.replace(space.base, complementary=complementary))

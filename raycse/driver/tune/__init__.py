@@ -7,12 +7,13 @@ The driver's side:
     resumable_limits.py     Tune's limits on trials at once, corrected on --resume so that a stage cannot stall
     checkpoint_recovery.py  a snapshot naming a checkpoint Tune had already deleted: the newer one takes its name
     retries.py              which failures use up a trial's retry: its own, not a preempted or lost start-up's
-    newest_first.py         schedulers that start the newest pending trial first (a warm worker for it)
+    newest_first.py         the search's scheduler (ASHA or FIFO), starting the newest pending trial first
+    checkpoint_retention.py what an ended trial keeps on Tune's storage: its best/, not its last/
     pacing.py               how often a trial checkpoints and Tune snapshots the search
     callback.py             Tune's events -> MLflow (only the driver writes to MLflow)
     write_queue.py          those writes, in order, on a thread of their own
-    concurrency.py          how many trials really ran at once, from their start and end times
     scoring.py              the untouched model and saved checkpoints scored as Ray tasks
+    search_workers.py       one search's warm workers as its stages ask for them: the pool, started once, ended
 The worker's side:
     trial.py                one trial, as a Tune function trainable: it hands the training to a warm worker
     warm_workers.py         the processes that train, living for the whole search (its pool, their handshake)
@@ -20,6 +21,6 @@ The worker's side:
     trial_result.py         the results a trial reports to Tune (per evaluation, last)
     replay.py               a trial MLflow holds as finished replays its result instead of training
 
-May import: the driver's own modules above it (plan, progress, state, outcome), judging, sampling, training,
-tracking, settings, evaluation, encoder, data, losses and the leaves.
+May import: the driver's modules below it (layout, progress, state, outcome, confirmation, concurrency), judging,
+sampling, training, tracking, settings, evaluation, encoder, data, losses and the leaves.
 """

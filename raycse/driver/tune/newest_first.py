@@ -20,6 +20,8 @@ from __future__ import annotations
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
 
+from raycse.settings.space import SearchSpace
+
 
 class NewestPendingFirst:
     """The scheduler's choice of the trial to start: the newest pending one, else the newest paused one."""
@@ -39,3 +41,15 @@ class NewestFirstFIFO(NewestPendingFirst, FIFOScheduler):
 
 class NewestFirstASHA(NewestPendingFirst, ASHAScheduler):
     """ASHA (asynchronous successive halving), newest pending trial started first."""
+
+
+def scheduler(space: SearchSpace):
+    """ASHA over training steps (rungs every grace period x reduction factor), or FIFO; either starts the newest
+    pending trial first (the classes above: a finished trial's worker goes to the next trial)."""
+    if space.scheduler["name"] == "fifo":
+        return NewestFirstFIFO()
+    eval_steps = space.base.eval_steps
+    # trials end on their own; max_t only caps ASHA's rungs (one past the last step keeps the final report)
+    max_t = (space.base.max_steps or 10**7) + 1
+    return NewestFirstASHA(time_attr="step", max_t=max_t, grace_period=int(space.scheduler["grace_evals"] * eval_steps),
+                           reduction_factor=space.scheduler["reduction_factor"])

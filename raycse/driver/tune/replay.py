@@ -3,7 +3,8 @@ trained again, but replays its recorded final result.
 
 A search killed between the driver's recording of a trial's completion and Tune's next save of its own state would
 otherwise re-run that trial on --resume. Light on purpose (MLflow and the run vocabulary, nothing of torch): both
-the real trial (raycse.driver.tune.trial) and the stand-in of benchmarks/scale.py (raycse.bench.simulated_trial) ask it.
+the real trial (raycse.driver.tune.trial) and the stand-in of benchmarks/scale.py (benchmarks/simulated_trial.py)
+ask it.
 """
 from __future__ import annotations
 

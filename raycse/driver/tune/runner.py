@@ -9,12 +9,12 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from raycse.driver import plan as planning
-from raycse.driver import progress
+from raycse.driver import layout, progress
 from raycse.driver.outcome import TrialRecord, ended_status
 from raycse.driver.state import SearchState
 from raycse.driver.tune.pacing import checkpoint_every_s
 from raycse.driver.tune.replay import TrialContext
+from raycse.driver.tune.search_workers import search_workers
 from raycse.driver.tune.trial import run_trial, trial_config
 from raycse.evaluation.sts import DevObjective
 from raycse.records import (
@@ -63,7 +63,7 @@ def has_run_state(path: str) -> bool:
                and info.base_name.endswith(".json") for info in listing)
 
 
-def tuner(state: SearchState, plan: SearchSpace, stage: str, tune_config, param_space: dict | None = None,
+def tuner(state: SearchState, space: SearchSpace, stage: str, tune_config, param_space: dict | None = None,
           stopper=None, slots: int | None = None):
     """A new Tuner for `stage`, or the restored one when the stage's experiment exists (--resume).
 
@@ -78,15 +78,15 @@ def tuner(state: SearchState, plan: SearchSpace, stage: str, tune_config, param_
     from raycse.driver.tune.resumable_limits import ForgetFinishedTrials
     from raycse.driver.tune.retries import OwnFailuresOnly
 
-    slots = slots or planning.max_concurrent(plan, state.cluster)
-    trainable = tune.with_resources(trial_function(state, plan, slots), planning.trial_resources(plan))
+    slots = slots or layout.max_concurrent(space, state.cluster)
+    trainable = tune.with_resources(trial_function(state, space, slots), layout.trial_resources(space))
     path = experiment_path(state, stage)
     if tune.Tuner.can_restore(path) and has_run_state(path):
         # finished and errored trials stay as they are; unfinished ones continue from their last checkpoint.
         # The restored run config brings back the pickled callbacks (the MLflow one re-opens its client lazily).
         return tune.Tuner.restore(path, trainable=trainable, resume_unfinished=True, resume_errored=False,
                                   restart_errored=False, param_space=param_space)
-    callback = MlflowSearchCallback(state.options.tracking_uri, plan.experiment, state.parent_run_id, plan, state.log,
+    callback = MlflowSearchCallback(state.options.tracking_uri, space.experiment, state.parent_run_id, space, state.log,
                                     keep_checkpoints=state.options.keep_checkpoints)
     return tune.Tuner(
         trainable, param_space=param_space, tune_config=tune_config(),
@@ -100,24 +100,25 @@ def tuner(state: SearchState, plan: SearchSpace, stage: str, tune_config, param_
         ))
 
 
-def trial_function(state: SearchState, plan: SearchSpace, slots: int):
+def trial_function(state: SearchState, space: SearchSpace, slots: int):
     """What each trial of the stage runs: raycse's training (trial.run_trial), or the options' stand-in."""
     from ray import tune
 
-    context = TrialContext(state.options.tracking_uri, state.space.experiment, resumed=state.options.resume,
+    context = TrialContext(state.options.tracking_uri, state.loaded_space.experiment, resumed=state.options.resume,
                            checkpoint_every_s=checkpoint_every_s(slots))
-    if state.options.trial_stand_in is not None:
-        return state.options.trial_stand_in.trainable(plan, context)
+    stand_in = state.options.benchmark.trial_stand_in
+    if stand_in is not None:
+        return stand_in.trainable(space, context)
     if state.options.warm_workers:
-        context = dataclasses.replace(context, warm_pool=state.warm_pool())
-    return tune.with_parameters(run_trial, space=plan, context=context, shared_tokens=state.shared_token_ref())
+        context = dataclasses.replace(context, warm_pool=search_workers(state).pool())
+    return tune.with_parameters(run_trial, space=space, context=context, shared_tokens=state.shared_token_ref())
 
 
-def fixed_slots(state: SearchState, plan: SearchSpace, specs: list[TrialSpec]) -> int:
-    return planning.max_concurrent(dataclasses.replace(plan, num_samples=len(specs)), state.cluster)
+def fixed_slots(state: SearchState, space: SearchSpace, specs: list[TrialSpec]) -> int:
+    return layout.max_concurrent(dataclasses.replace(space, num_samples=len(specs)), state.cluster)
 
 
-def fixed_trials(state: SearchState, plan: SearchSpace, specs: list[TrialSpec]):
+def fixed_trials(state: SearchState, space: SearchSpace, specs: list[TrialSpec]):
     """A FIFO Tune config that runs exactly these trials (stage 0, the confirmation): (tune_config, param_space)."""
     from ray import tune
 
@@ -125,7 +126,7 @@ def fixed_trials(state: SearchState, plan: SearchSpace, specs: list[TrialSpec]):
 
     def tune_config():
         return tune.TuneConfig(metric=OBJECTIVE, mode=DevObjective.mode, num_samples=1, reuse_actors=True,
-                               search_alg=ResumableGrid(max_concurrent=fixed_slots(state, plan, specs)))
+                               search_alg=ResumableGrid(max_concurrent=fixed_slots(state, space, specs)))
 
     return tune_config, {"raycse_trial": tune.grid_search([spec.as_tune_config()["raycse_trial"] for spec in specs])}
 
@@ -171,20 +172,20 @@ def ask_tune_to_stop() -> None:
     os.kill(os.getpid(), signal.SIGUSR1)
 
 
-def fit(state: SearchState, plan: SearchSpace, stage: str, experiment, drop_lost: bool = True) -> list[TrialRecord]:
+def fit(state: SearchState, space: SearchSpace, stage: str, experiment, drop_lost: bool = True) -> list[TrialRecord]:
     """Run a stage's Tune experiment; then drop the MLflow runs of trials that a kill took before Tune's snapshot
     recorded them (Tune ran others in their place on --resume), so that each trial is one run."""
-    records = trial_records(fit_until_interrupted(experiment), plan)
+    records = trial_records(fit_until_interrupted(experiment), space)
     if drop_lost:
-        drop_lost_runs(state, plan, stage, records)
+        drop_lost_runs(state, space, stage, records)
     return records
 
 
-def drop_lost_runs(state: SearchState, plan: SearchSpace, stage: str, records: list[TrialRecord]) -> None:
+def drop_lost_runs(state: SearchState, space: SearchSpace, stage: str, records: list[TrialRecord]) -> None:
     """On --resume, drop the stage's unfinished MLflow runs whose trial none of `records` is (every trial the
     stage's experiments hold)."""
     if state.options.resume:
-        tracker = Tracker(state.options.tracking_uri, plan.experiment)
+        tracker = Tracker(state.options.tracking_uri, space.experiment)
         dropped = tracker.drop_unrecorded_trials(state.parent_run_id, (STAGE_TAG, stage),
                                                  {record.trial_id for record in records})
         if dropped:
@@ -192,26 +193,26 @@ def drop_lost_runs(state: SearchState, plan: SearchSpace, stage: str, records: l
                       f"them, were deleted from MLflow (Tune ran new trials in their place): {', '.join(dropped)}.")
 
 
-def run_fixed(state: SearchState, plan: SearchSpace, stage: str, specs: list[TrialSpec], *, part: str = "",
+def run_fixed(state: SearchState, space: SearchSpace, stage: str, specs: list[TrialSpec], *, part: str = "",
               drop_lost: bool = True) -> list[TrialRecord]:
     """Train exactly these trials as the stage's Tune experiment (restored when it exists). `part` names one of
     several experiments of a stage (a judging look: `{stage}-{part}`); `drop_lost` False leaves the dropping of
     runs a kill took to the caller, who knows every part's trials (see `drop_lost_runs`)."""
-    tune_config, param_space = fixed_trials(state, plan, specs)
+    tune_config, param_space = fixed_trials(state, space, specs)
     progress.plan_trials(len(specs), DevObjective.mode,
-                         tests=sum(trial_config(plan, spec, "").test_eval for spec in specs))  # the time they take
-    slots = fixed_slots(state, plan, specs)
+                         tests=sum(trial_config(space, spec, "").test_eval for spec in specs))  # the time they take
+    slots = fixed_slots(state, space, specs)
     path_stage = f"{stage}-{part}" if part else stage
-    experiment = tuner(state, plan, path_stage, tune_config, param_space, slots=slots)
-    return fit(state, plan, stage, experiment, drop_lost=drop_lost)
+    experiment = tuner(state, space, path_stage, tune_config, param_space, slots=slots)
+    return fit(state, space, stage, experiment, drop_lost=drop_lost)
 
 
-def trial_records(grid, plan: SearchSpace) -> list[TrialRecord]:
+def trial_records(grid, space: SearchSpace) -> list[TrialRecord]:
     """Every trial of a Tune run, from its last result (works the same after --resume)."""
     records = []
     for result in grid:
         metrics = result.metrics or {}
-        spec = TrialSpec.of(result.config or {}, plan.base.seed)
+        spec = TrialSpec.of(result.config or {}, space.base.seed)
         status = FAILED if result.error else ended_status(metrics)  # finished once it reached its last step
         best = metrics.get(BEST_OBJECTIVE)
         best = best if isinstance(best, (int, float)) and math.isfinite(best) else None
@@ -219,9 +220,9 @@ def trial_records(grid, plan: SearchSpace) -> list[TrialRecord]:
             best = DevObjective.worst
         records.append(TrialRecord(
             trial_id=metrics.get(TRIAL_ID) or result.path.rstrip("/").split("/")[-1], stage=spec.stage,
-            family=plan.family_of(spec.sampled) if spec.sampled or plan.conditional else next(iter(plan.families)),
-            params=plan.params_of(spec.sampled) if spec.sampled else {}, seed=spec.seed,
-            config_key=plan.config_key(spec.sampled), best_objective=best,
+            family=space.family_of(spec.sampled) if spec.sampled or space.conditional else next(iter(space.families)),
+            params=space.params_of(spec.sampled) if spec.sampled else {}, seed=spec.seed,
+            config_key=space.config_key(spec.sampled), best_objective=best,
             best_step=int(metrics.get(BEST_STEP, 0) or 0), steps=int(metrics.get(STEP, 0) or 0),
             status=status, checkpoint=best_dir(result),
             test={k: metrics[k] for k in TEST_KEYS if k in metrics},

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from raycse.driver.tune.search_workers import search_workers
 from raycse.driver.tune.warm_workers import ready_worker, trial_threads
 from raycse.records import FINAL_KEYS, TEST_KEYS
 from raycse.settings.config import TrainConfig
@@ -30,12 +31,13 @@ def scoring_task(state, function: Callable) -> Callable[..., Any]:
     """
     import ray
 
-    resources = state.plan.resources
+    resources = state.space.resources
     options = {"num_cpus": resources.cpus_per_worker, "num_gpus": resources.gpus_per_worker}
-    if not state.uses_warm_workers():
+    workers = search_workers(state)
+    if not workers.enabled:
         return ray.remote(function).options(**options).remote
     task = ray.remote(call_on_warm_worker).options(**options)
-    pool, prestarted = state.warm_pool(), state.prestarted_workers
+    pool, prestarted = workers.pool(), workers.prestarted
     return lambda *args: task.remote(pool, prestarted, function, *args)
 
 

@@ -44,7 +44,7 @@ def trial_config(space: SearchSpace, spec: TrialSpec, output_dir: str) -> TrainC
     of every trial (test_eval: all), and for the judging runs the judge stage names unless the test tasks are off
     (the answer's test table is made of them)."""
     config = space.trial_config(spec.sampled, spec.seed)
-    test_eval = space.test_eval == "all" or (spec.test and space.test_eval != "none")
+    test_eval = space.test_eval.scores_every_run or (spec.test and space.test_eval.scores_any)
     return dataclasses.replace(config, workers=space.resources.workers,
                                gpus_per_worker=space.resources.gpus_per_worker, test_eval=test_eval,
                                output_dir=output_dir)

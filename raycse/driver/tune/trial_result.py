@@ -1,6 +1,6 @@
 """The Tune results a trial reports, in the shape the driver reads: one per evaluation and a last one.
 
-The real trial (driver/trial.py) and the scale benchmark's stand-in (bench/simulated_trial.py) both build their
+The real trial (driver/trial.py) and the scale benchmark's stand-in (benchmarks/simulated_trial.py) both build their
 results here, so the stand-in cannot drift from what the scheduler, the searcher and the MLflow callback consume.
 No torch and no Ray: the stand-in's workers import only Ray and this.
 """

@@ -40,7 +40,7 @@ from raycse.training.checkpoints import CheckpointCadence
 COMPILE_RECORD = "raycse-compile-seconds.json"  # per node, in the system's temp directory
 
 
-def eval_metrics(report, extra_checkpoint_s: float = 0.0, worker_start_s: float = 0.0) -> dict[str, Any]:
+def evaluation_report(report, extra_checkpoint_s: float = 0.0, worker_start_s: float = 0.0) -> dict[str, Any]:
     """The Tune result of one evaluation: the objective and its parts, the loss's diagnostics, the timings
     (cumulative over the trial; startup includes the worker's own start, checkpoint Tune's copy to storage)."""
     timings = report.timings
@@ -90,7 +90,7 @@ def train_and_report(config: TrainConfig, report, resume: bool, worker_start_s: 
 
     def on_eval(eval_report) -> None:
         nonlocal extra_checkpoint_s
-        metrics = eval_metrics(eval_report, extra_checkpoint_s, worker_start_s)
+        metrics = evaluation_report(eval_report, extra_checkpoint_s, worker_start_s)
         last_eval.update(metrics)
         clock = time.perf_counter()
         report(metrics, eval_report.checkpoint)
