@@ -13,10 +13,10 @@ The driver's side:
     callback.py             Tune's events -> MLflow (only the driver writes to MLflow)
     write_queue.py          those writes, in order, on a thread of their own
     scoring.py              the untouched model and saved checkpoints scored as Ray tasks
-    search_workers.py       one search's warm workers as its stages ask for them: the pool, started once, ended
+    search_workers.py       one search's warm workers: the pool that keeps them (an actor), started once, ended
 The worker's side:
     trial.py                one trial, as a Tune function trainable: it hands the training to a warm worker
-    warm_workers.py         the processes that train, living for the whole search (its pool, their handshake)
+    warm_workers.py         the processes that train, living for the whole search (their job, their handshake)
     trial_training.py       the training and what each report holds, wherever it runs
     trial_result.py         the results a trial reports to Tune (per evaluation, last)
     replay.py               a trial MLflow holds as finished replays its result instead of training

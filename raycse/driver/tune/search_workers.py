@@ -1,15 +1,105 @@
-"""The warm workers of one search (warm_workers.py), as its stages ask for them: whether the search uses them, the
-pool (started the first time it is asked for, or ahead while the set-up goes on), and its end.
+"""One search's warm workers (warm_workers.py: the processes that train): the pool that keeps them (`WarmPool`, a Ray
+actor on the head node that the driver starts and owns), and the driver's handle on it as the stages ask for it
+(`SearchWorkers`): whether the search uses warm workers, the pool started the first time it is asked for or ahead
+while the set-up goes on, and its end.
 
 The search's shared state (raycse/driver/state.py) only holds this object (`SearchState.workers`): the state knows
 nothing of Ray, and the conductor ends what it started through `close()`.
 """
 from __future__ import annotations
 
+import math
+import os
 from typing import Any
 
 from raycse.driver.state import SearchState
-from raycse.driver.tune.warm_workers import first_workers, start_pool, stop_pool
+from raycse.driver.tune.warm_workers import WORKER_THREADS, WarmWorker
+
+HEAD_NODE = "node:__internal_head__"  # the resource Ray gives the head node alone: the pool's place
+
+
+class WarmPool:
+    """The search's warm workers, idle ones by (node, GPU ids). Started by the driver (`start_pool`), which owns it:
+    the workers it starts are its own, and end with it."""
+
+    def __init__(self):
+        self._idle: dict[tuple, list] = {}
+        self._workers: list = []  # every live worker, busy or idle: Ray ends an actor its owner holds no handle of
+
+    def acquire(self, node: str, devices: str | None):
+        """An idle worker on `node` for the GPU ids `devices` (None: no GPU), or a new one there."""
+        key = (node, devices)
+        if self._idle.get(key):
+            return self._idle[key].pop()
+        return self._new(key)
+
+    def prestart(self, keys: list[tuple]) -> None:
+        """Start idle workers for these (node, GPU ids) now (their imports overlap the search's set-up); returns
+        once they are in the pool (not once they have started)."""
+        for key in keys:
+            self._idle.setdefault(key, []).append(self._new(key))
+
+    def _new(self, key: tuple):
+        import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        node, devices = key
+        worker = ray.remote(WarmWorker).options(
+            num_cpus=0, max_concurrency=WORKER_THREADS,
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
+        ).remote(ray.get_runtime_context().current_actor, key, devices)
+        self._workers.append(worker)
+        return worker
+
+    def release(self, key: tuple, worker) -> None:
+        self._idle.setdefault(key, []).append(worker)
+
+    def forget(self, worker) -> None:
+        """Drop a worker that failed (its process was killed, its node lost)."""
+        for workers in (*self._idle.values(), self._workers):
+            if worker in workers:
+                workers.remove(worker)
+
+
+def start_pool():
+    """The search's pool of warm workers: a Ray actor owned by the caller, on the head node (which a search does not
+    outlive; a worker node may be drained or lost)."""
+    import ray
+
+    return ray.remote(WarmPool).options(num_cpus=0, resources={HEAD_NODE: 0.001}).remote()
+
+
+def first_workers(gpus_per_trial: float, slots: int) -> list[tuple]:
+    """The (node, GPU ids) that the first `slots` trials of a search on this one machine will ask for: the workers
+    worth starting before they do. Ray hands a trial with a share of a GPU one GPU id, filling GPUs in order.
+    None on a cluster of several nodes (where Tune places the trials is not known ahead) and for trials of more than
+    one GPU: their workers start with their first trials.
+
+    Example:
+        >>> first_workers(0.25, 2)  # on one machine with one GPU  # doctest: +SKIP
+        [('<node id>', '0'), ('<node id>', '0')]
+    """
+    import ray
+
+    if gpus_per_trial > 1 or sum(node["Alive"] for node in ray.nodes()) != 1:
+        return []
+    node = ray.get_runtime_context().get_node_id()
+    if not gpus_per_trial:
+        return [(node, None)] * slots
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")  # the local Ray this driver started sees these GPUs
+    gpu_ids = visible.split(",") if visible else [str(i) for i in range(int(ray.cluster_resources().get("GPU", 0)))]
+    per_gpu = max(1, math.floor(1 / gpus_per_trial + 1e-9))
+    return [(node, gpu_ids[(i // per_gpu) % len(gpu_ids)]) for i in range(slots)] if gpu_ids else []
+
+
+def stop_pool(pool) -> None:
+    """End the pool and its workers (their trials have ended)."""
+    import ray
+
+    try:
+        ray.kill(pool)
+    except Exception:  # noqa: BLE001 - Ray already shut down: the pool went with it
+        pass
 
 
 class SearchWorkers:

@@ -15,7 +15,8 @@ report and stops. A worker that fails (a killed process) fails its trial, which 
 then starts a new one. Resources are the proxy's: Tune reserves the trial's CPUs and GPU share for it, and the
 worker (no resources of its own, on the proxy's node) trains on the GPU Ray gave the proxy, with as many threads.
 The untouched model's scoring and the test stage's run on the same workers (`call`, from raycse.driver.tune.scoring).
-The pool and its workers end with the search (`stop_pool`) or with the driver that owns them.
+The pool and its workers end with the search or with the driver that owns them; the pool, the actor that keeps them,
+is raycse/driver/tune/search_workers.py.
 """
 from __future__ import annotations
 
@@ -37,7 +38,6 @@ from raycse.training.ray_runtime import tune_unwind_wait_s
 REPORT, END, FAILED = "report", "end", "failed"
 OWNER_CHECK_S = 5.0  # how often a worker waiting for Tune to take its report checks that the trial's proxy lives
 WORKER_THREADS = 4  # a worker's concurrent calls: `next` waits while `cancel` arrives
-HEAD_NODE = "node:__internal_head__"  # the resource Ray gives the head node alone: the pool's place
 
 
 @dataclasses.dataclass(frozen=True)
@@ -313,88 +313,3 @@ def _release_memory() -> None:
     gc.collect()
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         torch.cuda.empty_cache()  # other trials share the GPU
-
-
-# ------------------------------------------------------------------------------------------ the pool
-class WarmPool:
-    """The search's warm workers, idle ones by (node, GPU ids). Started by the driver (`start_pool`), which owns it:
-    the workers it starts are its own, and end with it."""
-
-    def __init__(self):
-        self._idle: dict[tuple, list] = {}
-        self._workers: list = []  # every live worker, busy or idle: Ray ends an actor its owner holds no handle of
-
-    def acquire(self, node: str, devices: str | None):
-        """An idle worker on `node` for the GPU ids `devices` (None: no GPU), or a new one there."""
-        key = (node, devices)
-        if self._idle.get(key):
-            return self._idle[key].pop()
-        return self._new(key)
-
-    def prestart(self, keys: list[tuple]) -> None:
-        """Start idle workers for these (node, GPU ids) now (their imports overlap the search's set-up); returns
-        once they are in the pool (not once they have started)."""
-        for key in keys:
-            self._idle.setdefault(key, []).append(self._new(key))
-
-    def _new(self, key: tuple):
-        import ray
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-        node, devices = key
-        worker = ray.remote(WarmWorker).options(
-            num_cpus=0, max_concurrency=WORKER_THREADS,
-            scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
-        ).remote(ray.get_runtime_context().current_actor, key, devices)
-        self._workers.append(worker)
-        return worker
-
-    def release(self, key: tuple, worker) -> None:
-        self._idle.setdefault(key, []).append(worker)
-
-    def forget(self, worker) -> None:
-        """Drop a worker that failed (its process was killed, its node lost)."""
-        for workers in (*self._idle.values(), self._workers):
-            if worker in workers:
-                workers.remove(worker)
-
-
-def start_pool():
-    """The search's pool of warm workers: a Ray actor owned by the caller, on the head node (which a search does not
-    outlive; a worker node may be drained or lost)."""
-    import ray
-
-    return ray.remote(WarmPool).options(num_cpus=0, resources={HEAD_NODE: 0.001}).remote()
-
-
-def first_workers(gpus_per_trial: float, slots: int) -> list[tuple]:
-    """The (node, GPU ids) that the first `slots` trials of a search on this one machine will ask for: the workers
-    worth starting before they do. Ray hands a trial with a share of a GPU one GPU id, filling GPUs in order.
-    None on a cluster of several nodes (where Tune places the trials is not known ahead) and for trials of more than
-    one GPU: their workers start with their first trials.
-
-    Example:
-        >>> first_workers(0.25, 2)  # on one machine with one GPU  # doctest: +SKIP
-        [('<node id>', '0'), ('<node id>', '0')]
-    """
-    import ray
-
-    if gpus_per_trial > 1 or sum(node["Alive"] for node in ray.nodes()) != 1:
-        return []
-    node = ray.get_runtime_context().get_node_id()
-    if not gpus_per_trial:
-        return [(node, None)] * slots
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")  # the local Ray this driver started sees these GPUs
-    gpu_ids = visible.split(",") if visible else [str(i) for i in range(int(ray.cluster_resources().get("GPU", 0)))]
-    per_gpu = max(1, math.floor(1 / gpus_per_trial + 1e-9))
-    return [(node, gpu_ids[(i // per_gpu) % len(gpu_ids)]) for i in range(slots)] if gpu_ids else []
-
-
-def stop_pool(pool) -> None:
-    """End the pool and its workers (their trials have ended)."""
-    import ray
-
-    try:
-        ray.kill(pool)
-    except Exception:  # noqa: BLE001 - Ray already shut down: the pool went with it
-        pass
