@@ -106,10 +106,12 @@ def test_a_search_freezes_the_collector_between_stages_only_where_nothing_was_fr
     gc.freeze()  # the program's own
     try:
         theirs = gc.get_freeze_count()
+        # A frozen object that another thread of this process lets go (the test runner's, Ray's) leaves the frozen set,
+        # so the count may fall meanwhile; a second freeze would raise it by the 1,000 lists made since, at least.
         with frozen_between_stages() as freeze:
             made_since = [[] for _ in range(1000)]  # objects the collector tracks, made after the program's freeze
             freeze()
-            assert gc.get_freeze_count() == theirs and len(made_since) == 1000
-        assert gc.get_freeze_count() == theirs
+            assert theirs - 100 < gc.get_freeze_count() <= theirs and len(made_since) == 1000
+        assert theirs - 100 < gc.get_freeze_count() <= theirs
     finally:
         gc.unfreeze()
