@@ -20,8 +20,8 @@ Both sides score on the same sentences at the same length: the evaluator encodes
 at (the tokenizer's limit capped by the position embeddings), not at the training length, and both use mean
 pooling (raycse's --pooler avg; sentence-transformers' pooling for a model that declares none) and cosines.
 
-    python benchmarks/peers.py --quick [--output FILE.json]        # the 2-core CPU shape (MiniLM; benchmarks/
-                                                                   # peer-comparison.md has its time)
+    python benchmarks/peers.py --quick [--output FILE.json]        # the 2-core CPU shape (MiniLM, under 10 min)
+    python benchmarks/peers.py --size cpu [--output FILE.json]     # longer trainings, 4 seeds: the scores' agreement
     python benchmarks/peers.py --size tiny --model DIR [--output F]  # a tiny random model: timings of the plumbing
     python benchmarks/peers.py --size gpu --shape minilm|bert-base [--parts train search] [--output F]
 
@@ -57,13 +57,18 @@ PUBLISHED = {"lr": 3e-5, "tau": 0.05}  # search_spaces/simcse.yaml's published p
 SPACE = {"tau": (0.01, 0.2), "lr": (1e-5, 1e-4)}  # search_spaces/simcse.yaml's, log-uniform each
 
 # Each size: the training runs' shape and the search's. `steps` x batch sentences are the corpus's first, so both
-# sides train on the same sentences, once each. On 2 CPU cores one evaluation of STS-B dev by the recipe's evaluator
-# (its default 16 sentences a batch) takes minutes, so the quick size evaluates once, at its last step, and its
-# search scores a cut of STS-B dev (the first `search_dev_pairs` pairs, one file for both sides).
+# sides train on the same sentences, once each. On 2 CPU cores the quick size (under 10 minutes in all) evaluates
+# once, at its last step, and its search's trials are 4 steps each, scored on a cut of STS-B dev (the first
+# `search_dev_pairs` pairs, one file for both sides): a check of both sides' fixed costs, not of a search's answer.
 SIZES = {
-    "quick": {"model": "minilm", "batch_size": 32, "max_len": 32, "steps": 48, "eval_steps": 48, "lr": 5e-5,
-              "tau": 0.05, "seeds": [1, 2, 3], "trials": 8, "search_steps": 8, "search_eval_steps": 8,
+    "quick": {"model": "minilm", "batch_size": 32, "max_len": 32, "steps": 32, "eval_steps": 32, "lr": 1e-4,
+              "tau": 0.05, "seeds": [1, 2, 3], "trials": 8, "search_steps": 4, "search_eval_steps": 4,
               "search_dev_pairs": 100, "devices": "cpu"},
+    # Longer trainings, where both sides move the dev score well past seed noise: the score agreement's size (about
+    # 100 s a run on 2 quiet cores, so some 15 minutes with its search).
+    "cpu": {"model": "minilm", "batch_size": 32, "max_len": 32, "steps": 48, "eval_steps": 48, "lr": 5e-5,
+            "tau": 0.05, "seeds": [1, 2, 3, 4], "trials": 8, "search_steps": 4, "search_eval_steps": 4,
+            "search_dev_pairs": 100, "devices": "cpu"},
     "tiny": {"model": None, "batch_size": 8, "max_len": 32, "steps": 4, "eval_steps": 2, "lr": 5e-5, "tau": 0.05,
              "seeds": [1, 2], "trials": 2, "search_steps": 2, "search_eval_steps": 1, "search_dev_pairs": 48,
              "devices": "cpu"},

@@ -305,6 +305,32 @@ def test_cuda_padding_rounds_lengths_up_to_multiples_of_8_without_changing_the_v
         torch.testing.assert_close(encoder(**rounded), encoder(**rows), atol=1e-5, rtol=1e-5)
 
 
+def test_the_cpu_step_uses_fused_adamw_and_steps_as_the_per_tensor_one_would(tiny_bert_dir, sentences):
+    """Fused AdamW on the CPU (8% of a MiniLM step, benchmarks/peer-comparison.md) is a speed change only: from the
+    same weights and the same gradients, its step lands where torch's per-tensor AdamW lands."""
+    from raycse.losses import build_loss
+
+    config = tiny_config(tiny_bert_dir, Path("unused"))
+    runs = []
+    for fused in (None, False):  # None: the optimiser the runner builds
+        torch.manual_seed(0)
+        runner = StepRunner(Encoder.from_pretrained(str(tiny_bert_dir)).train(), build_loss("simcse"), config,
+                            torch.device("cpu"), total_steps=3)
+        start = [p.detach().clone() for p in runner.parameters]
+        if fused is not None:
+            runner.optimizer = torch.optim.AdamW(runner.parameters, lr=config.lr, fused=False)
+            runner.scheduler = torch.optim.lr_scheduler.LambdaLR(runner.optimizer, lambda step: 1.0 - step / 3)
+        for k in range(2):
+            runner.step(sentences[4 * k:4 * k + 4])
+        runs.append((runner.optimizer.defaults.get("fused"), [p.detach().clone() for p in runner.parameters]))
+    (fused, stepped), (per_tensor, reference) = runs
+    assert fused is True and not per_tensor
+    # the steps moved the weights (both runs started from the same ones): the comparison below means something
+    assert max((a - b).abs().max().item() for a, b in zip(stepped, start)) > 1e-5
+    for a, b in zip(stepped, reference):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+
+
 def test_compile_policy(tiny_bert_dir):
     from raycse.losses import build_loss
     from raycse.training.compile_policy import decide_compile
