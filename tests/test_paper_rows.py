@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from raycse.cli import main
+from raycse.driver.confirmation import configurations
 from raycse.driver.layout import space_to_run
 from raycse.driver.outcome import Baseline, SearchOutcome
 from raycse.driver.state import BenchmarkHook
@@ -34,7 +35,8 @@ def answer(budget: str, space_name: str = "focal") -> dict:
     baseline = Baseline(objective=80.0, eval_pooler="avg", by_pooler={"avg": {"objective": 80.0}})
     outcome = SearchOutcome(experiment=space.experiment, name=space.experiment, parent_run_id="0", budget=budget,
                             objective=space.base.objective, baseline=baseline, trials=[], ranking=[], winner_key=None,
-                            published_key=None, configurations={}, decision=None, verdict="", timings={})
+                            published_key=None, configurations=configurations(space, []), decision=None, verdict="",
+                            timings={})
     return search_summary(outcome, space, "sqlite:///optuna.db")
 
 
