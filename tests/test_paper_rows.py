@@ -17,7 +17,7 @@ from raycse.driver.state import BenchmarkHook
 from raycse.driver.summary import search_summary
 from raycse.errors import ConfigError
 from raycse.records import SEVEN_TASKS
-from raycse.reporting.tables import test_table_rows
+from raycse.reporting import tables
 from raycse.settings.paper_rows import average_disagreement, paper_row_line, shown_paper_row
 from raycse.settings.space import load_space
 
@@ -92,7 +92,7 @@ def test_a_row_whose_average_disagrees_with_its_tasks_is_noted_where_it_is_shown
     # Focal-InfoNCE Table 2, BERT-base: 68.50 83.70 79.00 82.71 79.43 78.85 72.99 average 77.88; it prints 77.33
     assert note == "The paper's own figures disagree: its seven tasks average 77.88, its Avg. reads 77.33."
     summary["test_table"] = {"rows": [], "winner_minus_published": {}}
-    (line,) = test_table_rows(summary)[2]  # the answer's and the report page's notes under the test table
+    (line,) = tables.test_table_rows(summary)[2]  # the answer's and the report page's notes under the test table
     assert line.startswith(summary["paper"]["caption"]) and line.endswith(note) and "STS14 79.00" in line
     # every other shipped row averages to its printed avg within rounding
     for name in SHIPPED:
