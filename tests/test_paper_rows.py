@@ -16,6 +16,7 @@ from raycse.driver.outcome import Baseline, SearchOutcome
 from raycse.driver.state import BenchmarkHook
 from raycse.driver.summary import search_summary
 from raycse.errors import ConfigError
+from raycse.planning.dry_run import paper_rows_shown
 from raycse.records import SEVEN_TASKS
 from raycse.reporting import tables
 from raycse.settings.paper_rows import average_disagreement, paper_row_line, shown_paper_row
@@ -28,10 +29,10 @@ OPTIONS = SimpleNamespace(num_samples=None, max_concurrent=None, seed=None, choo
                           benchmark=BenchmarkHook(), confirm=True)
 
 
-def answer(budget: str, space_name: str = "focal") -> dict:
-    """The summary a search of that budget answers with (search_summary, the function the search calls), for an
-    outcome that judged nothing: the paper's row depends only on the space the budget runs."""
-    space = space_to_run(load_space(space_name), OPTIONS, budget)
+def answer(budget: str) -> dict:
+    """The summary a focal.yaml search of that budget answers with (search_summary, the function the search calls),
+    for an outcome that judged nothing: the paper's row depends only on the space the budget runs."""
+    space = space_to_run(load_space("focal"), OPTIONS, budget)
     baseline = Baseline(objective=80.0, eval_pooler="avg", by_pooler={"avg": {"objective": 80.0}})
     outcome = SearchOutcome(experiment=space.experiment, name=space.experiment, parent_run_id="0", budget=budget,
                             objective=space.base.objective, baseline=baseline, trials=[], ranking=[], winner_key=None,
@@ -51,11 +52,12 @@ def test_the_paper_budgets_answer_calls_the_papers_row_comparable_and_the_other_
         assert not other["comparable"]
         assert other["caption"].endswith("which are sentence-transformers/all-MiniLM-L6-v2 trained on wiki-sample: "
                                          "another model and other data.")
-    # every shipped row is comparable under its file's paper budget, and only there
+    # every shipped row is comparable under its file's paper budget, and only there (as the dry run shows them)
     for name in SHIPPED:
         space = load_space(name)
         for budget in ("paper", "cpu") if space.paper else ():
-            assert answer(budget, name)["paper"]["comparable"] == (budget == "paper"), (name, budget)
+            rows = paper_rows_shown(space_to_run(space, OPTIONS, budget))
+            assert rows and all(row["comparable"] == (budget == "paper") for row in rows), (name, budget)
 
 
 def test_the_caption_names_what_differs_and_a_row_without_a_source_is_never_comparable():
@@ -70,19 +72,13 @@ def test_the_caption_names_what_differs_and_a_row_without_a_source_is_never_comp
 
 def test_the_paper_budgets_plan_captions_the_papers_row_comparable(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    shown = {}
-    for budget in ("paper", "full"):
-        assert main(["search", "--space", "focal", "--budget", budget, "--dry-run", "--gpus", "1",
-                     "--step-ms", "12.4"]) == 0
-        lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("Paper's row")]
-        assert len(lines) == 1, lines
-        shown[budget] = lines[0]
-    assert "Reported by the paper for focal: bert-base-uncased trained on wiki1m_for_simcse" in shown["paper"]
-    assert "The same model and data as this search." in shown["paper"] and "Avg. 77.33 ± 0.08" in shown["paper"]
-    assert "Not comparable with the rows above, which are sentence-transformers/all-MiniLM-L6-v2" in shown["full"]
+    assert main(["search", "--space", "focal", "--budget", "paper", "--dry-run", "--gpus", "1", "--step-ms",
+                 "12.4"]) == 0
+    (shown,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("Paper's row")]
+    assert "Reported by the paper for focal: bert-base-uncased trained on wiki1m_for_simcse" in shown
+    assert "The same model and data as this search." in shown and "Avg. 77.33 ± 0.08." in shown
     # the row's own figures disagree, and the plan says so as the answer will
-    assert shown["paper"].endswith("The paper's own figures disagree: its seven tasks average 77.88, its Avg. "
-                                   "reads 77.33.")
+    assert shown.endswith("The paper's own figures disagree: its seven tasks average 77.88, its Avg. reads 77.33.")
     assert list(tmp_path.iterdir()) == [], "a dry run creates nothing"
 
 

@@ -102,11 +102,11 @@ def paper_row_line(shown: dict) -> str:
     Example:
         >>> row = {"model": "m", "corpus": "c", "source": "s", "figures": {"avg": {"mean": 77.33, "std": 0.08}}}
         >>> paper_row_line(shown_paper_row(row, "focal", "m", "s"))
-        'Reported by the paper for focal: m trained on c. The same model and data as this search. Avg. 77.33 ± 0.08'
+        'Reported by the paper for focal: m trained on c. The same model and data as this search. Avg. 77.33 ± 0.08.'
     """
     figures = ", ".join(f"{TEST_LABELS[key]} {_figure(shown['figures'][key])}" for key in TEST_KEYS
                         if key in shown["figures"])
-    return " ".join(part for part in (shown["caption"], figures, shown.get("note")) if part)
+    return " ".join(part for part in (shown["caption"], figures + "." if figures else "", shown.get("note")) if part)
 
 
 def _figure(figure: dict) -> str:
