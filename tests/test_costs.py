@@ -283,7 +283,8 @@ def test_the_focal_full_budget_on_one_h100_prints_the_expected_wall_clock_and_th
     assert re.search(r"about [\d.]+ min expected \(the looks stop the judging after 19\.9 of its 36 runs with no true "
                      r"difference, from the looks' futility bounds and boundaries", wall), wall
     assert re.search(r"[\d.]+ min at most \(the fixed design's 36 judging runs, no trial stopped early\)", wall)
-    assert "GPU-hours expected" in wall and len(text.splitlines()) <= 16  # a few lines more than before, at most
+    # a few lines more than before, at most, and the paper's row as the answer will caption it
+    assert "GPU-hours expected" in wall and len(text.splitlines()) <= 16 + len(plan.paper_rows) == 17
 
 
 # ------------------------------------------------------------------------------------------ docs/costs.md

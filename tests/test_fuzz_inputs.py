@@ -395,6 +395,7 @@ def space_slots(world):
         (("cpu_budget", "confirm", "judge_seeds"), bad_int(2, 100)),
         (("paper", "focal", "model"), st.one_of(NOT_STR, st.sampled_from(["", "  "]))),
         (("paper", "focal", "corpus"), st.one_of(NOT_STR, st.sampled_from(["", "  "]))),
+        (("paper", "focal", "source"), st.one_of(NOT_STR, st.sampled_from(["", "  "]))),
         (("paper", "focal", "figures"), st.one_of(LISTS.filter(bool), texts(min_size=1), st.integers())),
         (("paper", "focal", "figures", "STS12"), st.one_of(texts(), st.booleans(), DICTS, NONE, st.lists(
             numbers(), min_size=3, max_size=4), st.sampled_from([float("nan"), float("inf")]))),
@@ -409,7 +410,7 @@ SECTIONS = {
     ("search", "scheduler"): {"name", "grace_evals", "reduction_factor"},
     ("search", "confirm"): {"top_k", "choose_seeds", "judge_seeds", "test_seeds"},
     ("cpu_budget", "confirm"): {"top_k", "choose_seeds", "judge_seeds", "test_seeds"},
-    ("paper", "focal"): {"model", "corpus", "figures"},
+    ("paper", "focal"): {"model", "corpus", "source", "figures"},
     ("resources",): {"workers", "gpus_per_worker", "cpus_per_worker"},
     ("cpu_budget",): {"num_samples", "train", "resources", "test_eval", "max_concurrent", "scheduler", "confirm",
                       "space"},

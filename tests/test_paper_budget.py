@@ -170,3 +170,36 @@ def test_the_paper_budgets_answer_is_judged_as_a_decision_and_the_cpu_budgets_as
     paper = confirm_plan(space_to_run(space, _options(), "paper"), "paper")
     assert paper.budget == "full" and paper.judge_seeds == 18 and paper.looks == (6, 9, 12, 18)
     assert confirm_plan(space_to_run(space, _options(), "cpu"), "cpu").budget == "cpu"
+
+
+# (batch, lr, epochs, max_steps, eval_steps, objective) of stage 0's SimCSE model: SimCSE's recipe (batch 64, lr 3e-5,
+# 1 epoch, STS-B dev every 125 steps) at the search's scale, never the DCLR family's (batch 128, 3 epochs, sts_dev_avg)
+STAGE0 = {
+    "paper": (64, 3e-5, 1, 15_624, 125, "stsb_dev"),  # one epoch of the sentences the search's 3 epochs read
+    "cpu": (16, 3e-5, 1, 16, 8, "stsb_dev"),  # the CPU budget's batch and steps: a demonstration's scale
+    "full": (64, 3e-5, 1, None, 100, "stsb_dev"),  # one epoch of the bundled corpus, scored as often as the search
+}
+
+
+@pytest.mark.parametrize("budget", sorted(STAGE0))
+def test_stage0_trains_the_complementary_model_on_simcses_recipe_at_the_searchs_scale(budget):
+    from raycse.driver.layout import stage0_space
+
+    dclr = space_to_run(load_space("dclr"), _options(), budget)
+    assert dclr.base.objective == "sts_dev_avg" and dclr.base.batch_size in (128, 16)  # the DCLR family's own
+    stage0 = stage0_space(dclr)
+    config = stage0.trial_config({})
+    assert list(stage0.families) == ["simcse"] and config.loss == "simcse" and config.hparams.get("tau", 0.05) == 0.05
+    assert (config.batch_size, config.lr, config.epochs, config.max_steps, config.eval_steps,
+            config.objective) == STAGE0[budget]
+    assert (config.model, config.corpus) == (dclr.base.model, dclr.base.corpus)  # the search's model and data
+
+
+def test_the_dry_run_plans_stage0_on_simcses_recipe(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["search", "--space", "dclr", "--budget", "paper", "--dry-run", "--gpus", "1", "--step-ms",
+                 "12.4"]) == 0
+    rows = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()
+            if line.split()[:1] in (["stage0"], ["search"])}
+    assert rows["stage0"][1:5] == ["1", "42", "15624", "125"]  # SimCSE's epoch, scored every 125 steps
+    assert rows["search"][5:7] == ["23436", "157"]  # DCLR's 3 epochs at batch 128, every 150 steps

@@ -580,7 +580,10 @@ resources: {{workers: 1, cpus_per_worker: 2}}
     _, children = runs_of(client, "tiny-dclr")
     stages = {r.data.tags["raycse.stage"]: r for r in children}
     assert set(stages) == {"stage0", "search"}
-    assert stages["stage0"].data.params["loss"] == "simcse"  # the complementary model: SimCSE on the base recipe
+    # the complementary model: SimCSE on SimCSE's recipe (lr 3e-5, STS-B dev) at the search's scale (batch 8, 4 steps)
+    stage0 = stages["stage0"].data.params
+    assert (stage0["loss"], stage0["objective"], float(stage0["lr"])) == ("simcse", "stsb_dev", 3e-5)
+    assert (stage0["batch_size"], stage0["max_steps"], stage0["eval_steps"]) == ("8", "4", "2")
     trial = stages["search"]
     assert trial.data.params["complementary"].endswith("/best")  # stage 0's checkpoint, not the start weights
     assert trial.data.params["objective"] == "sts_dev_avg"

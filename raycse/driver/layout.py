@@ -119,6 +119,54 @@ def needs_stage0(space: SearchSpace) -> bool:
         build_loss(family.loss, family.reg).needs_complementary for family in space.families.values())
 
 
+# SimCSE's own recipe (Gao et al., 2021; its run_unsup_example.sh: batch 64, lr 3e-5, 1 epoch, STS-B dev every 125
+# steps, tau 0.05): the recipe of the complementary model DCLR uses (DCLR's README: princeton-nlp's released
+# unsup-simcse-bert-base-uncased), which stage 0 trains at the search's scale.
+SIMCSE_BATCH, SIMCSE_LR, SIMCSE_EPOCHS, SIMCSE_EVAL_STEPS, SIMCSE_OBJECTIVE = 64, 3e-5, 1, 125, "stsb_dev"
+
+
+def stage0_space(space: SearchSpace) -> SearchSpace:
+    """The space stage 0 trains its one SimCSE model in: SimCSE's own recipe, not the DCLR family's (DCLR trains
+    with batch 128, 3 epochs and the two-task dev objective; its complementary model is a SimCSE model trained on
+    SimCSE's recipe), at the search's scale:
+
+    - the default loss (SimCSE) at its published tau, lr 3e-5, 1 epoch, STS-B dev as the objective;
+    - batch 64, or the search's own batch where that is smaller (the CPU budget's 16: a demonstration's scale);
+    - where the search caps its steps (`max_steps`), stage 0 reads as many sentences as one epoch of the search's
+      trials does (the paper budget's 23,436 steps of 3 epochs at batch 128 give 15,624 at batch 64, SimCSE's own
+      epoch of wiki1m; the CPU budget's 16 at batch 16 give 16); else its one epoch of the corpus;
+    - it is scored every 125 steps (SimCSE's), or as often as the search scores, in sentences, where that is more
+      often (the bundled corpus's 186 steps at batch 64 would be scored once at 125).
+
+    Example:
+        >>> from raycse.settings.space import load_space
+        >>> base = stage0_space(load_space("dclr").with_budget("paper")).base
+        >>> base.batch_size, base.lr, base.epochs, base.max_steps, base.eval_steps, base.objective
+        (64, 3e-05, 1, 15624, 125, 'stsb_dev')
+        >>> base = stage0_space(load_space("dclr").with_budget("cpu")).base
+        >>> base.batch_size, base.max_steps, base.eval_steps
+        (16, 16, 8)
+    """
+    from raycse.losses import DEFAULT_LOSS
+
+    base = space.base
+    rows_a_step = base.batch_size * base.workers  # sentences a step of the search reads (its global batch)
+    batch = max(1, min(SIMCSE_BATCH, rows_a_step) // base.workers)
+    rows_a_stage0_step = batch * base.workers
+    max_steps = None
+    if base.max_steps is not None:
+        max_steps = max(1, base.max_steps * rows_a_step // max(1, base.epochs) // rows_a_stage0_step)
+    eval_steps = max(1, min(SIMCSE_EVAL_STEPS, base.eval_steps * rows_a_step // rows_a_stage0_step))
+    mini = base.mini_batch_size if base.mini_batch_size and batch % base.mini_batch_size == 0 and \
+        base.mini_batch_size < batch else None
+    default = dataclasses.replace(next(iter(space.families.values())), loss=DEFAULT_LOSS, reg=None, space={},
+                                  published={}, sources=())
+    recipe = dataclasses.replace(base, hparams={}, batch_size=batch, mini_batch_size=mini, lr=SIMCSE_LR,
+                                 epochs=SIMCSE_EPOCHS, max_steps=max_steps, eval_steps=eval_steps,
+                                 objective=SIMCSE_OBJECTIVE, objective_columns=None)
+    return dataclasses.replace(space, families={DEFAULT_LOSS: default}, base=recipe)
+
+
 # ---------------------------------------------------------------------------------------- resources
 def trial_resources(space: SearchSpace):
     """What one trial asks Ray for: a worker's CPUs (and GPU share), or a placement group of W workers."""

@@ -10,6 +10,7 @@ from typing import Any
 
 from raycse.driver.outcome import SearchOutcome
 from raycse.judging.decision import BlockSummary, Decision
+from raycse.settings.paper_rows import shown_paper_row
 from raycse.settings.space import SearchSpace
 from raycse.stats import Interval
 
@@ -146,17 +147,11 @@ def _test_table(outcome: SearchOutcome, space: SearchSpace) -> dict:
 
 
 def _paper(space: SearchSpace, family: str) -> dict | None:
-    """The paper's reported row, with what it was measured on, and whether that is the search's model and data."""
+    """The paper's reported row as the answer shows it (`shown_paper_row`): comparable exactly when this search
+    trains the row's model on the row's corpus."""
     from raycse.encoder.loading import model_name
 
     row = space.paper.get(family)
     if not row or not row.get("figures"):
         return None
-    model, corpus = model_name(space.base.model), space.base.sup_data or space.base.corpus
-    comparable = row["model"] == model and row["corpus"] == corpus
-    caption = (f"Reported by the paper for {family}: {row['model']} trained on {row['corpus']}. "
-               + ("The same model and data as this search." if comparable else
-                  f"Not comparable with the rows above, which are {model} trained on {corpus}: another model "
-                  "and other data."))
-    return {"family": family, "model": row["model"], "corpus": row["corpus"], "figures": row["figures"],
-            "comparable": comparable, "caption": caption}
+    return shown_paper_row(row, family, model_name(space.base.model), space.base.sup_data or space.base.corpus)

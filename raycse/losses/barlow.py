@@ -29,12 +29,22 @@ from .term import Embeddings, Term
 
 @full_precision
 def barlow_twins(z1: Tensor, z2: Tensor, lambda_bt: float) -> Tensor:
-    """Barlow Twins' redundancy-reduction loss (Zbontar et al., 2021; the baseline of ImSimCSE §4.1):
+    """Barlow Twins' redundancy-reduction loss (Zbontar et al., 2021; the baseline of ImSimCSE §4.1), with C the
+    (H, H) Pearson correlation between the columns of z1 and z2 over the batch (`cross_correlation`):
 
         L = sum_c (1 - C_cc)^2 + lambda_bt sum_c sum_{d != c} C_cd^2
 
     The first term makes the two views agree dimension by dimension, the second decorrelates the
     dimensions from each other.
+
+    Form: Barlow Twins' released code (facebookresearch/barlowtwins, main.py lines 212-220:
+    ``c = self.bn(z1).T @ self.bn(z2)`` with an affine-free BatchNorm1d, ``c.div_(self.args.batch_size)``,
+    ``on_diag + self.args.lambd * off_diag``, both sums; ``--lambd`` defaults to 0.0051, line 39): the columns are
+    centred and scaled over the batch, and the terms are summed over dimensions, not averaged. ImSimCSE's eq. 4
+    prints C uncentred (the cosine between raw columns) and a stray minus before the first sum; its own code for
+    this baseline (Jiahao004/SimCSE-plus-plus, simcse/models_re_vicreg.py lines 426-435, ``scd_loss``) centres with
+    the same BatchNorm, as here, with an off-diagonal weight of 0.012. raycse keeps Barlow Twins' 0.0051 as the
+    default and searches lambda_bt over a range holding both (barlow.yaml).
 
     Args:
         z1: (N, H) first view.

@@ -14,8 +14,10 @@ def cross_correlation(z1: Tensor, z2: Tensor) -> Tensor:
     """The (H, H) Pearson correlation C_cd between column c of z1 and column d of z2 (both (N, H)).
 
     Each column is centred over the batch and scaled to unit norm, so C = z1~^T z2~. This is what the
-    ImSimCSE code computes with an affine-free BatchNorm followed by z1~^T z2~ / N. A constant column
-    centres to zero and gets correlation 0 with everything (the norm has an epsilon), not NaN.
+    ImSimCSE and Barlow Twins code computes with an affine-free BatchNorm (the biased variance, 1/N) followed
+    by z1~^T z2~ / N; its epsilon (1e-5, added to the variance) and this one (1e-8, on the norm) differ only for
+    columns nearly constant over the batch. A constant column centres to zero and gets correlation 0 with
+    everything (the norm has an epsilon), not NaN.
     """
     z1, z2 = upcast(z1), upcast(z2)
     return unit_norm(z1 - z1.mean(dim=0), dim=0).T @ unit_norm(z2 - z2.mean(dim=0), dim=0)

@@ -1,11 +1,13 @@
 """DCLR: InfoNCE with false negatives removed (judged by a frozen complementary model) and noise-based negatives
 added, which climb towards the least uniform points of the space.
 
-Paper: Zhou et al., 2022, "Debiased Contrastive Learning of Unsupervised Sentence Representations", §4 (eqs. 1-6);
-phi, k, the noise's std and its ascent from §5.1 (BERT-base).
+Paper: Zhou et al., 2022, "Debiased Contrastive Learning of Unsupervised Sentence Representations", §4 (eqs. 1-4 in
+§4.1, eqs. 5-6 in §4.2, the whole in §4.3.1); phi, k, the noise's std and its ascent from §5.1 (BERT-base). Where
+raycse's form departs from the printed equations or from the released code, and why: `debiased_info_nce`,
+`dclr_noise_negatives`.
 
-Needs: a complementary model (a frozen encoder; the paper's is a trained SimCSE, which stage 0 of a search trains with
-the default loss when none is given).
+Needs: a complementary model (a frozen encoder; the paper's is a trained SimCSE, which stage 0 of a search trains on
+SimCSE's own recipe when none is given).
 
 Example:
     >>> import torch
@@ -82,6 +84,12 @@ def dclr_noise_negatives(
         g = grad_n L_U(z1, z2, n)        (z1, z2 detached)
         n <- n + beta g / ||g||_2        (norm of each row)
 
+    Eq. 2 puts only the noise in L_U's denominator; the released code (simcse/models.py lines 686-694) climbs
+    the training loss instead (the positive, the in-batch negatives and the noise under one softmax, at tau).
+    The two gradients point differently, but at the published beta = 1e-3 and 4 steps the noise, of norm about
+    sqrt(H), moves by 0.004 either way, and on a SimCSE-like batch (positives at cosine 0.85, tau 0.05) the loss
+    changes by about 1e-7 with the ascent or without it: the two agree to 1e-6 (tests/test_loss_forms.py).
+
     g is computed in closed form (`non_uniformity_gradient`), not by autograd: the ascent then is a few
     matmuls and pointwise ops that `torch.compile` fuses into the loss's graph, needs no `enable_grad`
     inside a no_grad evaluation, and builds no graph that the training step would have to free. It agrees
@@ -140,8 +148,25 @@ def debiased_info_nce(z1: Tensor, z2: Tensor, noise: Tensor, weights: Tensor, ta
         l_i = -p_i + log( exp(p_i) + sum_{j != i} alpha_ij exp(s(z1_i, z2_j)/tau) + sum_k exp(s(z1_i, noise_k)/tau) )
 
     A weight enters as log(alpha_ij) added to the logit, so alpha_ij = 0 removes that negative from the sum.
-    (The released code only zeroes the logit, which still leaves exp(0) = 1 in the sum.) Noise negatives
-    always have weight 1, as does the positive whatever the diagonal of ``weights`` holds.
+    Noise negatives always have weight 1, as does the positive whatever the diagonal of ``weights`` holds.
+
+    Against the printed eq. 6 and the released code (RUCAIBox/DCLR, simcse/models.py lines 676-710), term by term:
+    - the positive is in the denominator, as in the code (line 708, a softmax over every column, the diagonal's
+      weight forced to 1 by lines 706-707); eq. 6 lists only negatives there, which would send the loss to
+      +inf when alpha removes every negative of a row;
+    - a removed negative leaves the sum, as eq. 6's alpha x e^(s/tau) does; the code multiplies the logit by 0
+      (line 708, ``cos_sim * weights``), leaving e^0 = 1 in a sum that the positive alone makes e^(s_ii/tau):
+      about 2e7 at tau = 0.05 and s_ii = 0.85, so the two differ by about 1e-7 a removed negative (at the
+      search's largest tau, 0.2, by about 1/70);
+    - noise negatives keep weight 1, as in the code (line 701: their complementary similarity is set to 0);
+      §4.3.1 weights them by the complementary model too, but a Gaussian vector's cosine with any fixed vector
+      is about N(0, 1/H): at phi = 0.9 none reaches phi, at the search's lowest phi, 0.2, about 1 in 20,000
+      for H = 384 (tests/test_loss_forms.py counts them);
+    - the loss is eq. 6's cross-entropy, averaged over anchors as SimCSE's code averages it. The code instead
+      averages, over all N(N + K) entries, a binary cross-entropy of each softmax probability against the
+      one-hot target (lines 709-710): another loss, not a rescaling of this one. DCLR's published lr (3e-5) was
+      tuned on it; a search samples lr around it (dclr.yaml), so the search, not the published point, absorbs
+      the difference.
 
     Args:
         z1: (N, H) anchors (first dropout view).

@@ -38,6 +38,11 @@ def focal_info_nce(z1: Tensor, z2: Tensor, tau: float, m: float) -> Tensor:
     A negative with s_ij > 1 - m is pushed up (it is "hard"), one below is pushed down; squaring the
     positive gives less weight to positive pairs that dropout made dissimilar.
 
+    Scale: the mean over anchors, as the released code takes it (puerrrr/Focal-InfoNCE, focalNCE/models.py lines
+    106-111, ``sp_logits``: positive s^2/t, negatives (s + m) s/t on cosines that ``Similarity`` leaves undivided,
+    line 46; lines 189-192: ``nn.CrossEntropyLoss()``, a mean), where eq. 3 sums l_i over the batch. The published
+    tau, m and lr were tuned with that code, so its scale is kept.
+
     Args:
         z1: (N, H) anchors (first dropout view).
         z2: (N, H) positives (second dropout view); z2_j for j != i are i's negatives.

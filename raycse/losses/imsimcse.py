@@ -2,7 +2,11 @@
 of the two losses in the files beside this one.
 
 Paper: Xu et al., 2023, "ImSimCSE: Improving Contrastive Learning for Sentence Embeddings from Two Perspectives",
-§3.4 (eq. 6); lambda = 0.1, tau_dcl = 5 and pos_ratio 0.9 from §5.1 and Table 5.
+§4.3 (eq. 6: off-dropout InfoNCE, eq. 3, plus lambda times DCL, eq. 5); lambda = 0.1 and tau_dcl = 5 from §5.1 and
+Table 5. §5.1 sets eq. 3's trading-off ratio m = 0.9. The released code has no m: in its place it scales the
+positive logit (Jiahao004/SimCSE-plus-plus, simcse/models_re_vicreg.py line 283,
+``pos_sim = pos_ratio * cls.sim(z1, z2)``), so raycse reads §5.1's m = 0.9 as pos_ratio = 0.9 and keeps eq. 3's m at 1
+(off_dropout.py says why).
 
 Needs: a dropout-off pass (z0), as off-dropout InfoNCE does.
 
@@ -30,7 +34,7 @@ IMSIMCSE = Preset(
     name="imsimcse",
     summary="off-dropout InfoNCE + lambda x the dimension-wise contrastive regulariser",
     paper=IMSIMCSE_PAPER,
-    section="§3.4, eq. 6; lambda, tau_dcl and pos_ratio §5.1, Table 5",
+    section="§4.3, eq. 6; lambda and tau_dcl §5.1, Table 5; §5.1's m = 0.9 as pos_ratio",
     base=OffDropoutInfoNCE,
     regulariser=DCL,
 )

@@ -1,7 +1,8 @@
 """ImSimCSE's off-dropout InfoNCE: the positive keeps its dropout noise, the negatives come from a dropout-off pass.
 
 Paper: Xu et al., 2023, "ImSimCSE: Improving Contrastive Learning for Sentence Embeddings from Two Perspectives",
-§3.2 (eq. 3) and the released code's parametrisation (pos_ratio), whose sweep is Table 5; tau §5.1.
+§3.2 (eq. 3); §5.1's m = 0.9 and Table 5's sweep of m read as the released code's pos_ratio (see
+`off_dropout_info_nce`); tau §5.1.
 
 Needs: a dropout-off pass (z0, the anchors' sentences encoded with dropout off).
 
@@ -44,14 +45,20 @@ def off_dropout_info_nce(
     from the dropout-off embeddings z0, whose noise only hurts. The two knobs are two parametrisations:
 
         eq. 3 of the paper (pos_ratio = 1):   l_i = -s_ii/tau + log( exp(s_ii/tau) + m sum_{j != i} exp(s0_ij/tau) )
-        released code, models_re_vicreg.py    l_i = -r s_ii/tau + log( exp(r s_ii/tau) + sum_{j != i} exp(s0_ij/tau) )
-          (sampling_strategy "off_dropout", m = 1, r = pos_ratio)
+        released code (m = 1, r = pos_ratio): l_i = -r s_ii/tau + log( exp(r s_ii/tau) + sum_{j != i} exp(s0_ij/tau) )
+
+    The released code is Jiahao004/SimCSE-plus-plus (the first author's; its README runs ImSimCSE with
+    run_re_vicreg.sh), simcse/models_re_vicreg.py, sampling_strategy "off_dropout": line 283
+    ``pos_sim = pos_ratio * cls.sim(z1, z2)``, lines 286-302 the dropout-off pass, lines 304-307 the negatives
+    ``cos_sim + neg_mask`` (the diagonal masked by log 1e-45) beside the positive under one logsumexp, line 316
+    ``(pos_loss + neg_loss).mean()``: the mean over anchors, as here. It has no m.
 
     m multiplies the negatives, so it enters as log m added to their logits: at tau = 0.05, where the logits
     are near 1/tau = 20, m in [0.5, 1] moves them by at most 0.7. pos_ratio instead scales the positive's
-    logit, by (1 - r) s_ii/tau, about 1.6 for r = 0.9 and s_ii = 0.8. The paper's Table 5 sweep of "m"
-    (0.5 gives 68.6, 1 gives 79.1 on STS-B dev, optimum 0.9) was produced by the released code, i.e. by
-    pos_ratio, not by eq. 3's m.
+    logit, by (1 - r) s_ii/tau, about 1.6 for r = 0.9 and s_ii = 0.8. §5.1 sets "the trading-off ratio m" to
+    0.9 and Table 5 sweeps it from 0.5 (68.55 STS-B dev) to 1.2 (71.49), optimum 0.9: a spread that eq. 3's m
+    could not make and that the code's only knob there, pos_ratio, can. So raycse reads the paper's m = 0.9 as
+    pos_ratio = 0.9 and keeps eq. 3's m at 1 (the released run_re_vicreg.sh passes pos_ratio 1, its default).
 
     Args:
         z1: (N, H) anchors (first dropout view).
@@ -79,10 +86,11 @@ class OffDropoutInfoNCE(Term):
         section="§3.2, eq. 3; pos_ratio the released code's, Table 5; tau §5.1",
         hyperparameters={
             "tau": SIMCSE_TAU,
-            # Eq. 3's weight of the negatives; it enters as log m, hence m > 0. 1 switches it off: the paper's
-            # m = 0.9 was measured on pos_ratio (below), so it is not eq. 3's default here.
+            # Eq. 3's weight of the negatives; it enters as log m, hence m > 0. 1 switches it off: §5.1's m = 0.9 is
+            # read as the released code's pos_ratio (below; `off_dropout_info_nce` says why), so it is not m's default.
             "m": Hyperparameter(1.0, low=0.0, strict=True, high=math.inf, log=True),
-            # The released code's factor on the positive logit, which produced Table 5's sweep and its optimum 0.9.
+            # The released code's factor on the positive logit (models_re_vicreg.py line 283), the code's only knob
+            # where eq. 3 has m: §5.1's m = 0.9 and Table 5's optimum.
             "pos_ratio": Hyperparameter(0.9, low=0.0, strict=True, high=math.inf),
         },
         dropout_off_pass=True,

@@ -46,6 +46,11 @@ def info_nce(
     logits s(z1_i, hard_neg_j)/tau, and anchor i's own hard negative gets ``hard_neg_weight`` added to its
     logit (log alpha in SimCSE's weighting; 0, i.e. alpha = 1, weights it like any other negative).
 
+    Form and scale: SimCSE's released code (princeton-nlp/SimCSE, simcse/models.py line 46, cosine / temp;
+    lines 194-198, the in-batch and the hard-negative logits side by side; lines 204-210, ``hard_negative_weight``
+    added to anchor i's own hard negative, "the logit of weight"; lines 201 and 212, ``nn.CrossEntropyLoss``: the
+    mean over anchors). Eqs. 1 and 5 print l_i for one anchor; the code's mean is the scale tau and lr were tuned on.
+
     Args:
         z1: (N, H) anchors (first dropout view, or the premise).
         z2: (N, H) positives (second dropout view, or the entailment); z2_j for j != i are i's negatives.

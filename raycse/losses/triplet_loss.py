@@ -36,6 +36,10 @@ def triplet(anchor: Tensor, pos: Tensor, neg: Tensor, margin: float) -> Tensor:
 
     On the unit sphere ||a - p||^2 = 2 - 2 s(a, p), so l_i > 0 exactly when s(a_i, p_i) - s(a_i, n_i) < margin / 2.
 
+    Scale: the mean over the N triplets, where the note prints one triplet's loss and FaceNet's sum runs over
+    all triplets. Neither releases code nor tunes a learning rate for sentences, so nothing was tuned on either
+    scale; the mean keeps a step's size independent of N, as every other loss here does.
+
     Args:
         anchor: (N, H) anchors.
         pos: (N, H) positives.

@@ -27,6 +27,7 @@ from raycse.planning.judging_runs import SOURCE as LOOKS_SOURCE
 from raycse.planning.search_stages import StagePlan, stages_of
 from raycse.planning.sts_tasks_cost import test_eval_line, test_eval_price
 from raycse.settings.gpu_share import HUB_SHAPES, shape_of
+from raycse.settings.paper_rows import paper_row_line, shown_paper_row
 from raycse.settings.space import SearchSpace
 from raycse.settings.space_keys import TestScoring
 
@@ -59,6 +60,7 @@ class DryRun:
     test_eval: TestScoring = TestScoring.BEST  # which runs score the seven test tasks (the space's test_eval)
     test_eval_prices: dict[str, tuple[float, float]] = field(default_factory=dict)  # each choice: (wall s, trial-h)
     share_reason: str | None = None  # why so many trials share a GPU, under gpus_per_worker: auto
+    paper_rows: list[dict] = field(default_factory=list)  # the papers' rows as the answer will show them
 
     @property
     def rates(self) -> Rates:
@@ -154,7 +156,16 @@ def plan_search(space: SearchSpace, options: dict, step_ms: float | None = None,
                   resources=resources, gpus_per_trial=gpus_per_trial, concurrent=concurrent,
                   cost=SearchCost(rates, concurrent, held, costs, weights, keep_last), stages=stages,
                   refused=refusal(to_run, options), test_eval=to_run.test_eval, test_eval_prices=prices,
-                  share_reason=share_reason(space, budget, gpus))
+                  share_reason=share_reason(space, budget, gpus), paper_rows=paper_rows_shown(to_run))
+
+
+def paper_rows_shown(space: SearchSpace) -> list[dict]:
+    """Each family's reported row (with figures) as this budget's answer will caption it: comparable or not."""
+    from raycse.encoder.loading import model_name
+
+    model, corpus = model_name(space.base.model), space.base.sup_data or space.base.corpus
+    return [shown_paper_row(space.paper[family], family, model, corpus) for family in space.families
+            if space.paper.get(family, {}).get("figures")]
 
 
 def share_reason(space: SearchSpace, budget: str, gpus: int) -> str | None:
@@ -353,6 +364,7 @@ def format_dry_run(run: DryRun) -> str:
                      f"{cost.end_disk_bytes() / 1e9:.1f} GB kept at the end (the model's "
                      f"{run.weight_bytes / 1e6:.0f} MB of weights: best/{last} of a trial that ended, "
                      f"{WRITE_COPIES} copies a running trial; sizes measured: {DISK_RECORD}).")
+    lines += [f"Paper's row, as the answer will show it: {paper_row_line(row)}" for row in run.paper_rows]
     return "\n".join(lines)
 
 

@@ -28,6 +28,20 @@ class StagePlan:
     cost: StageCost | None = None  # None: the untouched model's scoring, counted beside the search stage's trials
 
 
+def stage0_steps(space: SearchSpace, steps: int) -> tuple[int, int]:
+    """(steps, evaluations) of stage 0's one SimCSE training (`stage0_space`: SimCSE's recipe at the search's scale),
+    from the `steps` of the search's trials: its own max_steps, else its epoch over the sentences theirs read."""
+    from raycse.driver.layout import stage0_space
+
+    base, recipe = space.base, stage0_space(space).base
+    if recipe.max_steps is not None:
+        steps0 = recipe.max_steps
+    else:
+        rows = steps * base.batch_size * base.workers // max(1, base.epochs)
+        steps0 = max(1, recipe.epochs * (rows // (recipe.batch_size * recipe.workers)))
+    return steps0, evals_of(steps0, recipe.eval_steps)
+
+
 def stages_of(space: SearchSpace, steps: int, with_stage0: bool,
             untouched_known: bool = False) -> tuple[list[StagePlan], list[StageCost]]:
     """The stages of `plan` (its trials of `steps` each) as printed, and as the cost model counts them.
@@ -43,8 +57,10 @@ def stages_of(space: SearchSpace, steps: int, with_stage0: bool,
         "kept from a run before or shipped for this model and data: nothing to score" if untouched_known else
         "beside the first search trials (a first run: a kept score costs nothing)"), 0, 0 if untouched_known else 1)]
     if with_stage0:
-        stages.append(StagePlan("stage0", 1, str(base.seed), "DCLR's complementary SimCSE model", steps, evals,
-                                StageCost("stage0", [Block([Trial(steps, evals)], [Trial(steps, evals)])])))
+        steps0, evals0 = stage0_steps(space, steps)
+        stages.append(StagePlan("stage0", 1, str(base.seed), "DCLR's complementary SimCSE model, on SimCSE's recipe",
+                                steps0, evals0,
+                                StageCost("stage0", [Block([Trial(steps0, evals0)], [Trial(steps0, evals0)])])))
     stopped = "" if space.scheduler["name"] != "asha" else (
         f"; ASHA stops 1 in {space.scheduler['reduction_factor']:g} at each rung, expected")
     stages.append(StagePlan("search", space.num_samples, f"{base.seed} (every trial)",

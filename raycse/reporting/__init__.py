@@ -9,7 +9,8 @@
     answer.py  the answer first: the lines that open the printed answer, the page and the model card
     status.py  `raycse status`: where the latest search stands, read from MLflow alone
 
-May import: tracking and the leaves; never the driver (a search's files are read, not its code) or the commands.
+May import: tracking, settings (how a paper's reported row is shown) and the leaves; never the driver (a search's
+files are read, not its code) or the commands.
 """
 from __future__ import annotations
 

@@ -26,6 +26,7 @@ from raycse.records import (
     phase_of,
     trial_timing_label,
 )
+from raycse.settings.paper_rows import paper_row_line
 from raycse.stats import Interval, format_interval, format_std
 
 MIN_TRIALS_FOR_IMPORTANCE = 10
@@ -184,9 +185,9 @@ def test_table_rows(summary: dict) -> tuple[list[str], list[list[str]], list[str
                          f"{_difference(difference['avg'])}")
     paper = summary.get("paper")
     if paper and paper.get("figures"):
-        notes.append(paper["caption"] + " " + ", ".join(f"{label} {_cell(paper['figures'].get(key))}"
-                                                        for key, label in TEST_COLUMNS if key in paper["figures"]))
+        notes.append(paper_row_line(paper))
     return headers, rows, notes
+
 
 
 def _cell(figure: Any) -> str:

@@ -250,12 +250,15 @@ def section_keys() -> list[Key]:
         Key("paper", {"type": "object", "additionalProperties": {
             "type": "object", "additionalProperties": False, "properties": {
                 "model": {"type": "string", "minLength": 1}, "corpus": {"type": "string", "minLength": 1},
+                "source": {"type": "string", "minLength": 1},
                 "figures": {"type": "object", "additionalProperties": {"oneOf": [
                     {"type": "number"},
                     {"type": "array", "minItems": 1, "maxItems": 2, "items": {"type": "number"}}]}}}}},
-            "{}", "FAMILY: {model, corpus, figures}", "a paper's reported row (each task a number or [mean, std]) "
-            "and the model and corpus it was measured on; shown only under a caption that says whether it is "
-            "comparable (the paper's recipe, to run: `paper_budget`)"),
+            "{}", "FAMILY: {model, corpus, source, figures}", "a paper's reported row (each task a number or "
+            "[mean, std]), the model and corpus it was measured on and where that corpus is read from (`source`); "
+            "shown only under a caption that says whether it is comparable: it is when the search trains that model "
+            "on that source (the paper's recipe, to run: `paper_budget`), and a row whose seven tasks do not average "
+            "to its avg is noted"),
     ]
     return keys
 
