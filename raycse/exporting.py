@@ -26,7 +26,7 @@ from typing import Any
 from raycse.errors import ConfigError, RunFailed, first_line
 from raycse.files import replace_directory
 from raycse.records import TEST_LABELS
-from raycse.reporting.card_facts import CardFacts, card_facts
+from raycse.reporting.card_facts import CardFacts, card_facts, max_steps_bound
 from raycse.reporting.load import latest_summary
 from raycse.reporting.tables import fmt, fmt_params, score
 from raycse.stats import Interval, format_interval, format_std
@@ -209,8 +209,7 @@ def _introduction(facts: CardFacts, model_id: str, steps: Any, corpus: str) -> l
         "",
         *(f"- {line}" for line in facts.answer),
         "",
-        f"This checkpoint is seed {facts.checkpoint.get('seed', '?')}'s run; the test figures are means over the "
-        "judging seeds, not this checkpoint's own.",
+        facts.whose_test_figures(),
         "",
         "```python",
         "from sentence_transformers import SentenceTransformer",
@@ -270,9 +269,10 @@ def _training(facts: CardFacts, provenance: Provenance, steps: Any, corpus: str)
         ["loss", s.get("loss", facts.family) + (f" + {s['reg']}" if s.get("reg") else "")],
         *[[name, fmt(value)] for name, value in facts.params.items()],
         ["training data", corpus],
-        ["steps", f"{steps}; this checkpoint is the one at step {trial.get('best_step', '?')}, the best on dev"],
+        ["steps", f"{steps}{max_steps_bound(s, steps)}; this checkpoint is the one at step "
+                  f"{trial.get('best_step', '?')}, the best on dev"],
         *[[name, s[name]] for name in ("batch_size", "lr", "max_len", "epochs", "pooler")  # a searched one is above
-          if s.get(name) and name not in facts.params],
+          if s.get(name) and name not in facts.params and not (name == "epochs" and max_steps_bound(s, steps))],
         ["pooling of this folder", provenance.pooler or "-"],
         ["seed of this checkpoint", str(trial.get("seed", "?"))],
     ]), "", f"This checkpoint is {facts.checkpoint_rule or 'the registered one'}; its own {facts.objective}: "

@@ -71,7 +71,7 @@ CHECKPOINT_PATH = "checkpoint_path"  # a replayed result's checkpoint
 TRIAL_ID = "trial_id"
 BASELINE_OBJECTIVE = "baseline_objective"  # metric on the parent run
 BEST_OBJECTIVE_STD = "best_objective_std"  # metric on the parent run: the winner's std over its judging seeds
-WINNER_MINUS_PUBLISHED = "winner_minus_published"  # metric on the parent run: the paired test-average difference
+WINNER_MINUS_PUBLISHED = "winner_minus_published"  # metric on the parent run: the judged figure's paired difference
 
 DIFF_PREFIX = "diff/"  # metrics on a comparison's parent run: diff/A - B, the paired difference on the test average
 

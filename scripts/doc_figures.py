@@ -9,7 +9,10 @@ A page marks a figure it cites with HTML comments, which Markdown does not show:
 
 `benchmarks/results/figures.json` says where each named figure comes from: a file in `benchmarks/results/` (its
 `records`, each with the date and machine of its run) read by a regular expression or a JSON path, or a constant of
-the code (or what a function of the code returns for the `args` given), and how it is written. A whole block quoted
+the code (or what a function of the code returns for the `args` and `kwargs` given, and its `attr`: a dry run's
+`raycse.api:plan` with its `disk_bytes`), and how it is written. A figure the tool also prints names the command
+(`tool`, a `raycse` command line, and `tool_read`, a pattern): `tool_disagreements` runs it and fails when the
+generated figure is not the printed one, so that no generator drifts from what the tool computes. A whole block quoted
 from a record (a transcript in a fence, or a Markdown table) is marked once, on the line before it, and each of its
 lines must be found in the record (a `...` trims a line, each piece is checked; runs of spaces count as one, so that
 a trimmed table may be realigned):
@@ -102,7 +105,9 @@ def value(name: str, figures: dict | None = None) -> float | str:
         module, constant = spec["code"].split(":")
         sys.path.insert(0, str(ROOT))
         found = getattr(importlib.import_module(module), constant)
-        return found(*spec["args"]) if "args" in spec else found
+        if "args" in spec or "kwargs" in spec:
+            found = _called(found, spec.get("args", []), spec.get("kwargs", {}))
+        return _attribute(found, spec["attr"], spec.get("call", {})) if "attr" in spec else found
     # a record in benchmarks/results/, or a file of the repository's own (a setting of the code or a cluster file)
     text = (RESULTS / spec["record"] if "record" in spec else ROOT / spec["source"]).read_text(encoding="utf-8")
     if "json" in spec:
@@ -118,6 +123,28 @@ def value(name: str, figures: dict | None = None) -> float | str:
     if "round" in spec:
         found = round(found, spec["round"])
     return found
+
+
+_CALLS: dict[str, object] = {}  # a function of the code called once per arguments (a plan is asked for many figures)
+
+
+def _called(function, args: list, kwargs: dict):
+    key = json.dumps([function.__module__, function.__qualname__, args, kwargs], sort_keys=True)
+    if key not in _CALLS:
+        _CALLS[key] = function(*args, **kwargs)
+    return _CALLS[key]
+
+
+def _attribute(found, path: str, call: dict):
+    """`a.b.c` of an object; `[name=v]` on a list keeps its one item whose `name` is v; a method at the end is
+    called, with `call` (`cost.wall_seconds` and {"expected": false})."""
+    for part in re.findall(r"\[[^\]]*\]|[^.]+", path):
+        if part.startswith("["):
+            key, wanted = part[1:-1].split("=", 1)
+            (found,) = [item for item in found if str(getattr(item, key)) == wanted]
+        else:
+            found = getattr(found, part)
+    return found(**call) if callable(found) else found
 
 
 def record_of(name: str, figures: dict | None = None) -> dict:
@@ -227,6 +254,46 @@ def stale(figures: dict | None = None) -> list[str]:
             for line in stale_spans(str(page.relative_to(ROOT)), page.read_text(encoding="utf-8"), figures)]
 
 
+def tool_text(command: list[str]) -> str:
+    """What `raycse COMMAND` prints (run in this process, once per command), for the figures the tool states."""
+    key = json.dumps(command)
+    if key not in _CALLS:
+        import contextlib
+        import io
+
+        sys.path.insert(0, str(ROOT))
+        from raycse.cli import main as raycse_main
+
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            code = raycse_main(list(command))
+        _CALLS[key] = out.getvalue() if code == 0 else f"exit {code}: {out.getvalue()}"
+    return _CALLS[key]
+
+
+def tool_disagreements(figures: dict | None = None, names: list[str] | None = None) -> list[str]:
+    """Each figure with a `tool` (a `raycse` command line) and a `tool_read` (a pattern with one group) whose
+    generated value (times `tool_scale`, else `scale`: the tool's unit), at the precision the tool prints it, is not
+    the one the tool prints: a generator that drifted from what the tool computes for the same input (the disk a dry
+    run states, its trials). 'figure: what'."""
+    figures = figures or table()
+    wrong = []
+    for name, spec in figures["figures"].items():
+        if "tool" not in spec or (names is not None and name not in names):
+            continue
+        printed = re.findall(spec["tool_read"], tool_text(spec["tool"]), re.M)
+        if not printed:
+            wrong.append(f"{name}: `raycse {' '.join(spec['tool'])}` prints nothing that {spec['tool_read']!r} reads")
+            continue
+        text = printed[0].replace(",", "")
+        decimals = len(text.split(".")[1]) if "." in text else 0
+        generated = float(value(name, figures)) * spec.get("tool_scale", spec.get("scale", 1))
+        if round(generated, decimals) != float(text):
+            wrong.append(f"{name}: generated {round(generated, decimals)}, `raycse {' '.join(spec['tool'])}` "
+                         f"prints {text}")
+    return wrong
+
+
 # --------------------------------------------------------------------------------------------- links, records
 def _without_fences(text: str) -> str:
     """The page without its fenced blocks, where a link or a heading is only an example."""
@@ -317,7 +384,7 @@ def main() -> int:
     args = parser.parse_args()
     figures = table()
     if args.check:
-        wrong = stale(figures) + benchmark_problems()
+        wrong = stale(figures) + benchmark_problems() + tool_disagreements(figures)
         for line in wrong:
             print(line, file=sys.stderr)
         return 1 if wrong else 0

@@ -215,6 +215,20 @@ def test_the_dry_run_runs_as_many_cpu_trials_at_once_as_the_search_will():
     assert api.plan(FOCAL, step_ms=100.0, gpus=1).concurrent == 8  # the full budget: auto, eight MiniLM trials a GPU
 
 
+def test_the_dry_runs_trials_are_a_full_searchs_tune_trials_and_the_untouched_models_scoring():
+    """focal.yaml's full budget with every judging look ran 61 Tune trials on the H200 (16 + 9 + 36); the dry run
+    counts them, and the untouched model's scoring beside them (on a GPU its figures are not shipped): 62. The docs
+    say both (docs/method.md, docs/reliability.md), each generated from the plan."""
+    import json
+
+    record = ROOT / "benchmarks" / "results" / "search-wall-clock" / "2026-11-27-h200" / "before" / "search.json"
+    ran = json.loads(record.read_text())["trials"]
+    run = api.plan(FOCAL, step_ms=100.0, gpus=1)
+    stages = {stage.name: stage.trials for stage in run.stages}
+    assert stages == {"baseline": 1, "search": 16, "choose": 9, "judge": 36}
+    assert len(ran) == run.trials - stages["baseline"] == 61
+
+
 def test_the_dry_run_states_the_disk_a_search_peaks_at_and_keeps():
     """What a search's checkpoints take on disk, from the model's weights (their rule and the measured run they are
     checked against: tests/test_costs.py)."""

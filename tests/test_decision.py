@@ -54,6 +54,28 @@ def test_winner_minus_published_is_paired_over_the_judging_seeds():
     assert "beats the published point" in d.sentence and "n = 4, df = 3" in d.sentence
 
 
+def test_the_parent_runs_winner_minus_published_is_the_figure_search_outputs_md_says():
+    """docs/search_outputs.md says what the parent run's `winner_minus_published` metric is; the recording computes it
+    (raycse.driver.stages.record.winner_metrics). On seeds whose dev difference (2.0) and test-average difference
+    (0.5) differ, the metric is the one the page names, and the page names one."""
+    from raycse.driver.stages.record import winner_metrics
+    from raycse.records import WINNER_MINUS_PUBLISHED
+
+    plan = cpu_plan(judge_seeds=4)
+    judge = plan.seeds().judge
+    configs = [ConfigScores("w", 1, judge=runs(judge, [83.0] * 4, [80.5, 81.6, 79.4, 80.0])),
+               ConfigScores("p", None, judge=runs(judge, [81.0] * 4, [80.0, 81.0, 79.0, 79.5]))]
+    d = decide(configs, published="p", baseline=UntouchedFigures(), plan=plan)
+    page = (Path(__file__).resolve().parents[1] / "docs" / "search_outputs.md").read_text()
+    (row,) = [line for line in page.splitlines() if line.startswith(f"| metric | `{WINNER_MINUS_PUBLISHED}` |")]
+    claim = row.split("|")[3]
+    readings = {"paired dev difference": 2.0, "test average": 0.5}
+    claimed = [value for words, value in readings.items() if words in claim]
+    assert len(claimed) == 1, f"the page should name one figure: {claim!r}"
+    assert winner_metrics(d, "w")[WINNER_MINUS_PUBLISHED] == pytest.approx(claimed[0])
+    assert d.versus_published_dev.mean == pytest.approx(2.0)  # the other reading, which the metric is not
+
+
 def test_a_difference_whose_interval_covers_zero_neither_beats_nor_falls_below():
     plan = cpu_plan()
     judge = plan.seeds().judge

@@ -193,7 +193,7 @@ def test_the_card_states_the_answer_and_where_it_came_from(store, exported):
         "the top 2 were trained on 1 fresh seed (43) and the best mean won",
         "trained on 2 further fresh seeds (44-45), which alone give the figures below",
         "on the seven-task test average, judging seeds; exported checkpoint: seed 44.",
-        "This checkpoint is seed 44's run; the test figures are means over the judging seeds",
+        "This checkpoint is seed 44's run; the test figures are means over 2 judging seeds.",
         "| the published point (focal tau=0.07, m=0.3) | 87.09 ± 0.06 (n = 2) |",
         "| **this configuration** (focal tau=0.055, m=0.54) over its judging seeds | 87.23 ± 0.1 (n = 2) |",
         "| +0.14, 95% interval [-0.11, +0.39], n = 2, df = 1 |",
@@ -246,6 +246,45 @@ def test_the_card_names_each_parameter_once_counts_in_number_and_no_local_path()
     assert "/home/someone" not in text and "/somewhere" not in text and "/elsewhere" not in text
     assert "`tiny-bert` (a local directory)" in text and "`wiki.txt`" in text
     assert "SentenceTransformer('tiny-model')" in text
+
+
+def test_the_card_says_whose_runs_its_test_figures_are_and_no_epochs_that_bounded_nothing():
+    """The quick start's recorded answer (one judging seed, 43, scored on the test tasks; the checkpoint is seed 43's
+    run; 16 steps under max_steps 16): its test figures are this checkpoint's own, and its epochs setting, which
+    max_steps made moot, is not shown. With the test tasks on both judging seeds they are a mean, and the card says
+    whether this checkpoint's seed is among them."""
+    import json
+
+    from raycse.exporting import Provenance, model_card
+    from raycse.reporting.card_facts import card_facts
+
+    record = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "quick-start-cpu" / "2026-11-26-cpu2"
+    summary = json.loads((record / "search_summary.json").read_text())
+    settings = {"model": "minilm", "loss": "focal", "corpus": "wiki-sample", "batch_size": "16", "max_steps": "16",
+                "epochs": "1", "lr": "4.0064836619643966e-05"}
+    provenance = Provenance("sqlite:///mlflow.db", "abc123", settings, POOLER)
+    text = model_card(card_facts(summary), provenance).content
+    assert "This checkpoint is seed 43's run, the one judging seed scored on the test tasks: the test figures are " \
+           "this checkpoint's own." in text
+    assert "not this checkpoint's own" not in text and "means over the judging seeds" not in text
+    assert "| steps | 16 (max_steps: 256 training rows at batch 16);" in text
+    assert not re.search(r"^\| epochs \|", text, flags=re.MULTILINE)
+    unbounded = model_card(card_facts(summary), Provenance("sqlite:///mlflow.db", "abc123",
+                                                           {**settings, "max_steps": ""}, POOLER)).content
+    assert re.search(r"^\| epochs \| 1 \|$", unbounded, flags=re.MULTILINE)  # epochs ended it: shown
+
+    winner = summary["winner"]["config_key"]
+    seed_44 = next(t for t in summary["trials"] if t["stage"] == "judge" and t["config_key"] == winner
+                   and t["seed"] == 44)
+    registered = dict(summary["registered"])
+    summary["registered"] = {**registered, "trial_id": seed_44["trial_id"], "seed": 44}  # another seed's checkpoint
+    assert "This checkpoint is seed 44's run; the test figures are seed 43's run, the one scored on the test tasks, " \
+           "not this one's." in model_card(card_facts(summary), provenance).content
+    summary["registered"] = registered
+    seed_44["test"] = dict(next(t["test"] for t in summary["trials"] if t["seed"] == 43 and t["test"]))
+    text = model_card(card_facts(summary), provenance).content  # both seeds scored: a mean, 43's among them
+    assert "the test figures are means over the 2 judging seeds scored on the test tasks (43-44), this " \
+           "checkpoint's among them." in text
 
 
 def test_reading_a_search_back_draws_no_progress_bar(store, capsys, monkeypatch):

@@ -95,6 +95,37 @@ def test_plain_lines_in_a_pipe():
     assert "\x1b" not in out.getvalue()
 
 
+def test_a_trials_finished_line_comes_before_the_count_it_makes(tmp_path, tiny_bert_dir):
+    """In a pipe, "1/2 trials done" follows the line of the trial that ended ("trial a  finished: ..."), which Tune's
+    callback writes once MLflow holds the trial's end, never before it."""
+    from raycse.driver.tune.callback import MlflowSearchCallback
+    from raycse.settings.space import load_space
+    from raycse.tracking.tracker import Tracker
+
+    space_file = tmp_path / "space.yaml"
+    space_file.write_text(f"experiment: order\nmodel: {tiny_bert_dir}\nloss: simcse\n"
+                          "space: {tau: {type: uniform, low: 0.03, high: 0.1}}\n")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    parent = Tracker(uri, "order").start_run("order")
+    out = io.StringIO()
+    with progress.displayed(stream=out) as shown:
+        shown.stage("search")
+        shown.plan(2)
+        callback = MlflowSearchCallback(uri, "order", parent, load_space(space_file),
+                                        log=lambda line: out.write(line + "\n"))
+        trials = [Trial("a", "RUNNING", config={"tau": 0.05}), Trial("b", "RUNNING", config={"tau": 0.06})]
+        for trial in trials:
+            callback.on_trial_start(0, trials, trial)
+        trials[0].status = "TERMINATED"
+        trials[0].last_result = {"step": 16, "total_steps": 16, "best_objective": 81.0}
+        callback.on_trial_complete(0, trials, trials[0])
+        callback.on_experiment_end(trials)  # every write done
+    lines = out.getvalue().splitlines()
+    finished = lines.index("trial a  finished: best objective 81.00")
+    counted = next(i for i, line in enumerate(lines) if line.startswith("search | 1/2 trials done"))
+    assert finished < counted, lines
+
+
 # ----------------------------------------------------------------------------- the estimate, on recorded timings
 RECORDED = (Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "quick-start-cpu" / "2026-11-26-cpu2"
             / "trials.json")

@@ -49,6 +49,39 @@ def test_the_example_uses_the_public_names_only():
     assert used == {"search", "train", "evaluate"} and used <= set(raycse.__all__)
 
 
+def test_the_example_runs_after_the_quick_start_in_the_same_folder(tmp_path):
+    """Run where the quick start ran (`raycse search --space focal`: its study `raycse-focal` in optuna.db), the
+    example's search is not refused as one that exists: it names another experiment."""
+    import ast
+
+    import optuna
+
+    from raycse.driver.layout import check_new_study
+    from raycse.settings.space import load_space
+
+    (call,) = [node for node in ast.walk(ast.parse(readme_python_example())) if isinstance(node, ast.Call)
+               and isinstance(node.func, ast.Attribute) and node.func.attr == "search"]
+    keywords = {keyword.arg: ast.literal_eval(keyword.value) for keyword in call.keywords}
+    space = README.parent / ast.literal_eval(call.args[0])
+    quick_start = load_space("focal").experiment
+    storage = f"sqlite:///{tmp_path / 'optuna.db'}"
+    optuna.create_study(study_name=quick_start, storage=storage)  # what the quick start left in the folder
+    experiment = keywords.get("experiment") or load_space(space).experiment
+    assert experiment != quick_start
+    check_new_study(storage, experiment)  # no "an Optuna study ... already exists"
+
+
+def test_git_ignores_what_the_readme_writes_into_the_clone():
+    """The stores' SQLite write-ahead logs beside them, and the folder the README's `raycse export` writes."""
+    exported = {match for match in re.findall(r"raycse export \S+ ([\w.-]+)", README.read_text())}
+    assert exported == {"raycse-focal-model"}
+    paths = ["mlflow.db-wal", "mlflow.db-shm", "optuna.db-wal", "optuna.db-shm", "mlflow.db", "optuna.db",
+             *(f"{folder}/model.safetensors" for folder in exported)]
+    for path in paths:
+        ignored = subprocess.run(["git", "-C", str(README.parent), "check-ignore", "-q", "--no-index", path])
+        assert ignored.returncode == 0, f"{path} is not ignored by .gitignore"
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
 def test_the_readme_python_example_runs_as_written(tmp_path, tiny_bert_dir):

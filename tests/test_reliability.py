@@ -273,3 +273,49 @@ def test_runs_of_trials_that_tune_never_recorded_are_dropped_on_resume(tmp_path)
     assert fail_unrecorded_trials(study, {"done", "resumed"}) == [2]
     states = {t.user_attrs[RAY_TRIAL_ID]: t.state.name for t in study.trials}
     assert states == {"done": "COMPLETE", "resumed": "RUNNING", "lost": "FAIL"}
+
+
+def test_the_resume_says_that_the_runs_left_open_go_on_and_they_do(tmp_path, tiny_bert_dir):
+    """A killed driver leaves its running trials' MLflow runs RUNNING. The resume says what becomes of them, and it
+    is what the resumed trials then do: each goes on under its own run (the callback reopens it; no second run for
+    the trial), which its end closes."""
+    from mlflow.tracking import MlflowClient
+
+    from raycse.driver.stages.setup import _open_parent_run
+    from raycse.driver.state import SearchOptions, SearchState
+    from raycse.driver.tune.callback import MlflowSearchCallback
+    from raycse.records import PATH_TAG, SEARCH_TAG, STATUS_TAG, TRIAL_TAG
+    from raycse.settings.space import load_space
+    from raycse.tracking.tracker import Tracker
+
+    space_file = tmp_path / "space.yaml"
+    space_file.write_text(f"experiment: left-open\nmodel: {tiny_bert_dir}\nloss: simcse\n"
+                          "space: {tau: {type: uniform, low: 0.03, high: 0.1}}\n")
+    space = load_space(space_file)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracker = Tracker(uri, "left-open")
+    path = str(tmp_path / "ray" / "left-open")
+    parent = tracker.start_run("left-open", tags={SEARCH_TAG: "left-open", PATH_TAG: path})
+    first = MlflowSearchCallback(uri, "left-open", parent, space, log=print)
+    for trial_id in ("a", "b"):  # the first driver's trials, killed while they ran
+        first._start(trial_id, {TRIAL_TAG: trial_id}, {})
+
+    lines: list[str] = []
+    state = SearchState(loaded_space=space, options=SearchOptions(tracking_uri=uri, storage_path=str(tmp_path / "ray"),
+                                                                  resume=True), log=lines.append)
+    state.tracker, state.name, state.search_path, state.space = tracker, "left-open", path, space
+    assert _open_parent_run(state) == parent
+    (said,) = lines
+    assert "2 trial run(s) the stopped search left open go on under the same MLflow run(s)" in said, said
+    assert "orphaned" not in said and "marked KILLED" not in said
+
+    client = MlflowClient(tracking_uri=uri)
+    resumed = MlflowSearchCallback(uri, "left-open", parent, space, log=print)
+    resumed.__setstate__(resumed.__getstate__())  # as Tune restores its callback on --resume
+    for trial_id in ("a", "b"):
+        resumed._start(trial_id, {TRIAL_TAG: trial_id}, {})
+        assert resumed.run_ids[trial_id] == first.run_ids[trial_id]  # the same run, going on
+        assert client.get_run(first.run_ids[trial_id]).info.status == "RUNNING"
+        resumed._end(trial_id, {STATUS_TAG: "finished"}, "FINISHED")
+    children = tracker.child_runs(parent)
+    assert len(children) == 2 and {run.info.status for run in children} == {"FINISHED"}

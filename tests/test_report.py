@@ -388,6 +388,45 @@ def test_report_experiment_logs_the_page_on_the_parent_run(store):
     assert Path(downloaded).read_text() == (store["tmp"] / "cli-report" / "index.html").read_text()
 
 
+def test_cli_md_says_where_the_report_writes_its_plots_and_where_it_logs_them(focal_report):
+    """The PNGs lie beside the page (`report/*.png`), and are logged under the parent run's `report/plots/`
+    (test_report_experiment_logs_the_page_on_the_parent_run): the page of every command (docs/cli.md) says both,
+    each where it is."""
+    assert focal_report.images and {p.parent for p in focal_report.images} == {focal_report.html_path.parent}
+    report_md = (Path(__file__).resolve().parents[1] / "docs" / "cli.md").read_text()
+    said = " ".join(report_md.split("- **The report page**", 1)[1].split("\n- **", 1)[0].split())
+    assert "each plot as a PNG beside it (`report/*.png`)" in said
+    assert "the PNGs under `report/plots/` for MLflow's artifact view" in said  # as report_experiment logs them
+
+
+def test_the_page_names_the_optuna_store_as_the_user_does_not_by_this_machines_path(tmp_path, monkeypatch):
+    """A search run in its folder keeps `sqlite:////that/folder/optuna.db` (absolute, as trials run elsewhere); its
+    page, written from that folder, names it `sqlite:///optuna.db`. A store outside it keeps its own path."""
+    import optuna
+
+    from raycse.reporting.page import render_report
+    from raycse.tracking.stores import shown_store
+
+    study = optuna.create_study(direction="maximize")
+    study.add_trial(optuna.trial.create_trial(params={"tau": 0.05}, value=80.0, intermediate_values={1: 80.0},
+                                              distributions={"tau": optuna.distributions.FloatDistribution(
+                                                  0.01, 0.2, log=True)}))  # one trial: few plots to draw
+    summary = {"experiment": FOCAL, "study_name": FOCAL, "baseline": {"objective": BASELINE},
+               "searched_params": {"focal": ["tau"]}}
+    folder = tmp_path / "search"
+    (folder / "report").mkdir(parents=True)
+    monkeypatch.chdir(folder)
+
+    record = load.SearchRecord(experiment=FOCAL, parent_run_id="-", summary=summary, study=study,
+                                 optuna_storage=f"sqlite:///{folder.resolve()}/optuna.db", rows=[])
+    page = render_report(record, folder / "report").html
+    assert next(row for row in _cells(page) if row[0] == "Optuna study")[1] == f"{FOCAL} in sqlite:///optuna.db"
+    assert str(folder.resolve()) not in page
+    elsewhere = f"sqlite:///{tmp_path.resolve()}/elsewhere.db"
+    assert shown_store(elsewhere) == elsewhere  # its own path, the one the user gave
+    assert shown_store("postgresql://raycse:secret@db/optuna") == "postgresql://raycse:***@db/optuna"
+
+
 def test_the_text_summary_from_search_summary_json_alone(store):
     """What the end of `raycse search` prints: the same tables, from the summary it just wrote."""
     text = tables.format_search_summary(load.load_search(store["tracking_uri"], FOCAL).summary)

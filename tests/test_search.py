@@ -402,6 +402,9 @@ def test_resume_during_the_judging_stage(tmp_path, tiny_bert_dir):
 
     after = resume(args, tmp_path)
     assert not [line for line in after.splitlines() if " search " in line and " step " in line]  # search stage: done
+    # the runs the kill left open: said to go on under the same runs, which the checks below find they did
+    resumed_line = next(line for line in after.splitlines() if line.startswith("Resuming search"))
+    assert "trial run(s) the stopped search left open go on under the same MLflow run(s)" in resumed_line
     reached = max(int(line.split(" step ")[1].split()[0]) for line in before.splitlines()
                   if line.startswith(f"trial {interrupted} ") and " step " in line)
     steps = [int(line.split(" step ")[1].split()[0]) for line in after.splitlines()

@@ -154,6 +154,48 @@ def test_cli_search_with_bad_space_exits_2_and_writes_nothing(tmp_path, capsys, 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.yaml"]  # no mlflow.db, no ray_results
 
 
+@pytest.mark.parametrize("budget", ["cpu_budget", "paper_budget"])
+def test_a_budget_that_names_a_parameter_the_file_does_not_search_is_one_error(tmp_path, capsys, monkeypatch, budget):
+    """simcse.yaml copied for a loss of one's own keeps `cpu_budget: space: {batch_size: null}` after its space no
+    longer searches batch_size: a budget key that changes nothing is refused, naming the key and the file."""
+    monkeypatch.chdir(tmp_path)
+    text = (ROOT / "search_spaces" / "simcse.yaml").read_text()
+    space_start = text.index("\nspace:\n")
+    space_end = text.index("\npublished:", space_start)
+    text = (text[:space_start] + "\nspace:\n  tau: {type: loguniform, low: 0.01, high: 0.2}\n"
+            + text[space_end:].replace("published: {tau: 0.05, lr: 3.0e-5, batch_size: 64}", "published: {tau: 0.05}"))
+    if budget == "paper_budget":  # the copy's own cpu_budget mended; the paper's names a key it does not search
+        text = text.replace("  space: {batch_size: null}", "").replace("paper_budget:\n",
+                                                                      "paper_budget:\n  space: {m: null}\n", 1)
+    path = tmp_path / "margin.yaml"
+    path.write_text(text)
+    key = "cpu_budget.space.batch_size" if budget == "cpu_budget" else "paper_budget.space.m"
+    with pytest.raises(ConfigError) as err:
+        load_space(path)
+    assert key in str(err.value) and str(path) in str(err.value) and "\n" not in str(err.value)
+    assert main(["search", "--space", str(path), "--dry-run", "--step-ms", "10"]) == 2
+    out = capsys.readouterr().err.strip()
+    assert out.startswith("raycse: error:") and len(out.splitlines()) == 1 and key in out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["margin.yaml"]
+
+
+def test_own_loss_md_suggests_a_first_space_without_a_budget_that_loads(tmp_path):
+    """docs/own-loss.md's first space file, beside its loss file, both as the page writes them, loads as it is and
+    has no budget block."""
+    import re
+
+    page = (ROOT / "docs" / "own-loss.md").read_text()
+    loss = re.search(r"```python\n(# my_loss.py\n.*?)```", page, re.S)[1]
+    first = re.findall(r"```yaml\n(.*?)```", page, re.S)[0]
+    before = page[:page.index(first)].rsplit("\n\n", 2)[-2]  # the paragraph that introduces the first file
+    assert "first try" in before and "no budget block" in before and "cp search_spaces" not in before, before
+    (tmp_path / "my_loss.py").write_text(loss)
+    (tmp_path / "margin.yaml").write_text(first)
+    space = load_space(tmp_path / "margin.yaml")
+    assert space.cpu_budget is None and space.paper_budget is None and "budget" not in first
+    assert set(space.families["cosine-margin"].space) == {"margin", "tau"}
+
+
 def test_missing_and_binary_space_files(tmp_path):
     with pytest.raises(ConfigError, match="does not exist"):
         load_space(tmp_path / "nope.yaml")

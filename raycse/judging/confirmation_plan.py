@@ -139,7 +139,8 @@ class ConfirmPlan:
 # most one seed-std (0.99 sigma; 17 seeds give 1.02); `seeds_to_detect(1.0)` recomputes it. 3 choosing seeds for the
 # top 3: against 2 they pick a configuration truly one seed-std better more often (see the benchmark's README
 # section) for 3 more trials. CPU budget: no choosing block and 2 judging seeds, the least that gives an
-# interval, of which one scores the test tasks (about 2 minutes on 2 cores each): a demonstration of the mechanism,
+# interval, of which one scores the test tasks (each scoring costs more than a trial's training on 2 cores:
+# docs/method.md, "The budgets"): a demonstration of the mechanism,
 # which does not judge the winner against the untouched model.
 CPU_DEFAULTS = {"top_k": 1, "choose_seeds": 0, "judge_seeds": 2, "test_seeds": 1}
 

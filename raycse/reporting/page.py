@@ -54,6 +54,7 @@ from raycse.reporting.tables import (
     search_table_rows,
     test_table_rows,
 )
+from raycse.tracking.stores import shown_store
 
 IMPORTANCE_SEED = 0
 STYLE = """
@@ -299,7 +300,7 @@ def render_report(record: SearchRecord, out_dir: Path) -> RenderedReport:
     page.table(["", ""], [["space file", str(summary.get("space_file"))], ["model", str(summary.get("model"))],
                           ["budget", str(summary.get("budget"))], ["objective", target_name],
                           ["MLflow parent run", record.parent_run_id],
-                          ["Optuna study", f"{summary.get('study_name')} in {record.optuna_storage}"]])
+                          ["Optuna study", f"{summary.get('study_name')} in {shown_store(record.optuna_storage)}"]])
     _answer(page, summary, references)
     _confirmation(page, summary)
 

@@ -317,6 +317,8 @@ def parse_space(raw: dict, where: str) -> SearchSpace:
     no_unknown(resources, RESOURCE_KEYS, where, "resources.")
     budgets = {section: _budget(raw[section], where, section) for section in BUDGETS.values()
                if raw.get(section) is not None}
+    for section, budget in budgets.items():
+        _searched_only(budget.get("space") or {}, families, where, section)
     confirm = search.get("confirm", {})
     given = checked_keys(search, "search", where)  # checked before it is held (test_eval: a TestScoring)
     space = SearchSpace(
@@ -360,6 +362,16 @@ def _budget(raw, where: str, section: str) -> dict[str, Any]:
         budget["space"] = {str(k): None if v is None else parse_distribution(v, where, f"{section}.space.{k}")
                            for k, v in mapping(budget["space"], where, f"{section}.space").items()}
     return budget
+
+
+def _searched_only(overrides: dict, families: dict, where: str, section: str) -> None:
+    """A budget's `space:` replaces or removes distributions the file searches: a key no family searches (left from
+    a copied file, or mistyped) would change nothing, so it is an error naming the key."""
+    searched = sorted({name for family in families.values() for name in family.space})
+    for key in overrides:
+        if key not in searched:
+            raise ConfigError(f"{where}: {section}.space.{key}: {key!r} is not a parameter this file searches "
+                              f"(it searches {', '.join(searched) or 'none'}): remove it, or search it in space:")
 
 
 def validate_space(space: SearchSpace, prefix: str = "") -> None:

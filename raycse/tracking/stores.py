@@ -188,6 +188,32 @@ def study_names(url: str) -> list[str] | None:
         db.close()
 
 
+def shown_store(url: str, folder: Path | None = None) -> str:
+    """A store as a page shows it: a SQLite file under `folder` (default: the working directory) by its path from
+    there, as a user names it (`sqlite:///optuna.db`), not by where this machine keeps it; any other as it is, a
+    password masked.
+
+    Args:
+        url: the store's URL (an MLflow tracking URI or an Optuna storage).
+        folder: the folder a SQLite path is shown from; None: the working directory.
+
+    Returns:
+        The URL to show.
+
+    Example:
+        >>> shown_store("sqlite:////work/search/optuna.db", Path("/work/search"))
+        'sqlite:///optuna.db'
+    """
+    path = sqlite_file(url)
+    if path is None:
+        return hidden(url)
+    folder = (folder or Path.cwd()).resolve()
+    try:
+        return f"sqlite:///{path.resolve().relative_to(folder)}"
+    except ValueError:  # elsewhere: its own path, which is the one the user gave
+        return url
+
+
 # ------------------------------------------------------------------------------------------------ servers
 PROBE_TIMEOUT_S = 10.0  # the longest a server may take to answer the probe
 

@@ -250,7 +250,8 @@ class Tracker:
 
     @retried
     def mark_orphans_killed(self, parent_run_id: str) -> int:
-        """Children left RUNNING by a killed driver become KILLED (a resumed trial reopens its own)."""
+        """Children left RUNNING by a killed driver become KILLED until their trials resume, each reopening its own
+        run (raycse.driver.tune.callback); returns how many."""
         runs = self.child_runs(parent_run_id, "attributes.status = 'RUNNING'")
         for run in runs:
             self.client.set_terminated(run.info.run_id, status="KILLED")

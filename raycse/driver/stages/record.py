@@ -14,7 +14,7 @@ from raycse.driver.stages.base import Stage
 from raycse.driver.state import SearchState
 from raycse.driver.summary import search_summary
 from raycse.driver.tune.scoring import local_copy
-from raycse.judging.decision import decide
+from raycse.judging.decision import Decision, decide
 from raycse.records import (
     BEST_CHECKPOINT_TAG,
     BEST_OBJECTIVE,
@@ -70,9 +70,23 @@ def registered_run(winner: str | None, runs: list[TrialRecord], stage: str) -> T
     return candidates[0] if candidates else None
 
 
-def _record_winner(state: SearchState, outcome: SearchOutcome) -> None:
-    space, tracker, parent, decision = state.space, state.tracker, state.parent_run_id, outcome.decision
-    judged = decision.config(outcome.winner_key).judge if decision else None
+def winner_metrics(decision: Decision | None, winner_key: str | None) -> dict[str, float]:
+    """The parent run's metrics of the answer: the winner's dev mean (and std) and its test tasks over its judging
+    seeds, and `winner_minus_published`, the judged figure's paired difference (`Decision.versus_published`: the
+    test average where the judging seeds score the test tasks; dev is only shown, never this metric).
+
+    Args:
+        decision: the search's decision (None without a confirmation stage: no metric).
+        winner_key: the winner's configuration key.
+
+    Returns:
+        The metrics by name (raycse.records), each a float.
+
+    Example:
+        >>> winner_metrics(None, None)
+        {}
+    """
+    judged = decision.config(winner_key).judge if decision else None
     metrics = {}
     if judged is not None and judged.dev is not None:
         metrics[BEST_OBJECTIVE] = judged.dev.mean
@@ -81,7 +95,12 @@ def _record_winner(state: SearchState, outcome: SearchOutcome) -> None:
         metrics.update({task: interval.mean for task, interval in judged.test.items()})
     if decision is not None and decision.versus_published is not None:
         metrics[WINNER_MINUS_PUBLISHED] = decision.versus_published.mean
-    tracker.log_metrics(parent, metrics)
+    return metrics
+
+
+def _record_winner(state: SearchState, outcome: SearchOutcome) -> None:
+    space, tracker, parent = state.space, state.tracker, state.parent_run_id
+    tracker.log_metrics(parent, winner_metrics(outcome.decision, outcome.winner_key))
     winner = outcome.winner
     config = space.trial_config(space.sampled_of(winner["family"], winner["params"]))
     tracker.log_params(parent, {f"best.{k}": v for k, v in training_params(config.to_dict()).items()})

@@ -2,7 +2,8 @@
 the SHA-256 of each user's loss file) and the Optuna study's storage.
 
 Resume: the parent run is found by the search's storage location (a tag), its children left RUNNING by the killed
-driver are marked KILLED, and the run is RUNNING again; a new search refuses an existing Tune experiment or study.
+driver are marked KILLED until their trials resume under them, and the run is RUNNING again; a new search refuses an
+existing Tune experiment or study.
 """
 from __future__ import annotations
 
@@ -76,6 +77,14 @@ def _quiet_tune() -> None:
     logging.getLogger("ray.tune").setLevel(logging.WARNING)
 
 
+def _left_open_words(runs: int) -> str:
+    """What becomes of the trial runs a stopped search left RUNNING, as the resume says it: each goes on under its
+    own MLflow run when its trial resumes (the callback reopens it: raycse.driver.tune.callback), KILLED until then;
+    one whose trial Tune had not recorded is deleted instead (raycse.driver.tune.runner.drop_lost_runs says so)."""
+    return (f"{runs} trial run(s) the stopped search left open go on under the same MLflow run(s) as their trials "
+            "resume (KILLED until then; one whose trial Tune had not recorded is deleted, as its stage then says)")
+
+
 def _open_parent_run(state: SearchState) -> str:
     tracker, space, options = state.tracker, state.space, state.options
     if options.resume:  # the parent run is found by the search's storage location, kept as a tag
@@ -83,10 +92,10 @@ def _open_parent_run(state: SearchState) -> str:
         if parent_run_id is None:
             raise ConfigError(f"--resume: no MLflow parent run for {state.search_path!r} in {options.tracking_uri} "
                               "(pass the --tracking-uri the search started with)")
-        killed = tracker.mark_orphans_killed(parent_run_id)
+        left_open = tracker.mark_orphans_killed(parent_run_id)
         tracker.reopen_run(parent_run_id)
-        state.log(f"Resuming search {state.name!r} (MLflow parent run {parent_run_id}; "
-                  f"{killed} orphaned trial run(s) marked KILLED).")
+        state.log(f"Resuming search {state.name!r} (MLflow parent run {parent_run_id}"
+                  + (f"; {_left_open_words(left_open)}" if left_open else "") + ").")
         return parent_run_id
     layout.check_new_study(state.optuna_storage, space.experiment)
     parent_run_id = tracker.start_run(state.name, tags={

@@ -144,29 +144,30 @@ class MlflowSearchCallback(tune.Callback):
                  f"{result.get(SENTENCES_PER_S, 0):8.1f} sentences/s")
 
     def on_trial_complete(self, iteration, trials, trial, **info):
-        progress.trials_seen(trials, ended=trial)
         last = trial.last_result or {}
         checkpoint = getattr(trial, "checkpoint", None)
         if last.get(REPLAYED):  # recorded before a kill, which may have come before its last/ was deleted
+            progress.trials_seen(trials, ended=trial)
             self._drop_training_state(checkpoint)
             return
         tags = {STEPS_TAG: last.get(STEP, 0), CHECKPOINT_TAG: checkpoint.path if checkpoint else ""}
         if last.get(DIVERGED_KEY):
             tags.update({STATUS_TAG: DIVERGED, ERROR_TAG: last.get(ERROR, "")})
             self.writes.submit(functools.partial(self._end, trial.trial_id, tags, "FAILED"))
-            self._drop_training_state(checkpoint)
-            return
-        status = ended_status(last)  # finished once it reached its last step, whatever ASHA decided there
-        # from the write on, the trial is done, whatever happens to the driver; its line says so once it is written
-        line = f"trial {trial.trial_id}  {status}: best objective {last.get(BEST_OBJECTIVE, math.nan):.2f}"
-        self.writes.submit(functools.partial(self._end, trial.trial_id, {STATUS_TAG: status, **tags}, "FINISHED",
-                                             line))
+        else:
+            status = ended_status(last)  # finished once it reached its last step, whatever ASHA decided there
+            # from the write on, the trial is done, whatever happens to the driver; its line says so once written
+            line = f"trial {trial.trial_id}  {status}: best objective {last.get(BEST_OBJECTIVE, math.nan):.2f}"
+            self.writes.submit(functools.partial(self._end, trial.trial_id, {STATUS_TAG: status, **tags},
+                                                 "FINISHED", line))
+        # counted done after its line: "2/4 trials done" follows the line of the trial that made it 2
+        self.writes.submit(functools.partial(progress.trials_seen, trials, ended=trial))
         self._drop_training_state(checkpoint)
 
     def on_trial_error(self, iteration, trials, trial, **info):
-        progress.trials_seen(trials, ended=trial)
         error = trial_error(trial)  # divergence never lands here: it ends a trial normally
         self.log(f"trial {trial.trial_id}  failed: {error}")
+        progress.trials_seen(trials, ended=trial)
         tags = {STATUS_TAG: FAILED, ERROR_TAG: error, STEPS_TAG: (trial.last_result or {}).get(STEP, 0)}
         self.writes.submit(functools.partial(self._end, trial.trial_id, tags, "FAILED"))
         self._drop_training_state(getattr(trial, "checkpoint", None))
