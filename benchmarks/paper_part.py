@@ -28,7 +28,9 @@ shape has none, from the step this run measured (named as such).
 A search cut off by the deadline leaves no figure and runs again from its start in the next call; a sharing already
 measured is never run again; none starts when its predicted wall clock (x PREDICTION_MARGIN, and a minute) exceeds
 the time left.
-Writes OUTDIR/paper.json; `python benchmarks/gpu_suite.py summary paper OUTDIR` prints its one line.
+Writes OUTDIR/paper.json (with each search's first trial's own seconds by term, measured and forecast: `trial`);
+`python benchmarks/gpu_suite.py summary paper OUTDIR` prints its one line. benchmarks/paper_full.py runs the same
+machinery (`Part`, under another name and settings) for one trial of the papers' full length.
 """
 from __future__ import annotations
 
