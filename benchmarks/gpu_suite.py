@@ -5,7 +5,7 @@ model's check, a command under a deadline, and each part's one summary line.
     python benchmarks/gpu_suite.py space FILE --sampler random --output F
     python benchmarks/gpu_suite.py check-minilm EVAL.json    # the untouched model's STS-B dev against the CPU figure
     python benchmarks/gpu_suite.py pins                      # the carried wheels' versions against this machine's
-    python benchmarks/gpu_suite.py paper-row OUTDIR          # the bench row the paper part's one-trial step is held to
+    python benchmarks/gpu_suite.py paper-row OUTDIR [--part paper-full]  # the bench row a paper search is held to
     python benchmarks/gpu_suite.py supervise --deadline S --log F [--kill-when TEXT] -- COMMAND...
     python benchmarks/gpu_suite.py summary PART OUTDIR       # PART.json's one line (search and sampler: made here)
 
@@ -238,10 +238,10 @@ def _steady(measured: dict) -> str:
     return "" if steady is None else f" ({steady:.1f} ms after the first evaluation)"
 
 
-def paper_row(out: Path) -> str:
-    """The `raycse bench` row (its step-*.json name in OUTDIR) of the paper part's fewest-trials search's shape and
-    batch, compiled as its trials were; '' before that search has run."""
-    path = out / "paper.json"
+def paper_row(out: Path, part: str = "paper") -> str:
+    """The `raycse bench` row (its step-*.json name in OUTDIR) of the paper part's (or `part`'s: paper-full) fewest-
+    trials search's shape and batch, compiled as its trials were; '' before that search has run."""
+    path = out / f"{part}.json"
     runs = json.loads(path.read_text())["runs"] if path.is_file() else []
     if not runs:
         return ""
@@ -281,7 +281,22 @@ def paper_line(data: dict, bench: dict | None = None) -> str:
             f"measured [the dry run's prediction]): " + (" | ".join(cells) or "no search finished yet"))
 
 
+def _paper_full():
+    """benchmarks/paper_full.py by path (its summary line)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("benchmark_paper_full", Path(_HERE) / "paper_full.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def summarize(part: str, out: Path) -> str:
+    if part == "paper-full":
+        path, row = out / "paper-full.json", out / f"{paper_row(out, part)}.json"
+        bench = json.loads(row.read_text()) if row.is_file() else None
+        data = json.loads(path.read_text()) if path.is_file() else None
+        return _paper_full().full_line(data, bench) if data else "paper-full: no trial finished yet"
     if part == "paper":
         path, row = out / "paper.json", out / f"{paper_row(out)}.json"
         bench = json.loads(row.read_text()) if row.is_file() else None
@@ -382,7 +397,9 @@ def main(argv: list[str] | None = None) -> int:
     variant.add_argument("--output", type=Path, required=True)
     sub.add_parser("check-minilm").add_argument("eval_json", type=Path)
     sub.add_parser("pins")
-    sub.add_parser("paper-row").add_argument("out", type=Path)
+    row = sub.add_parser("paper-row")
+    row.add_argument("out", type=Path)
+    row.add_argument("--part", default="paper")
     run = sub.add_parser("supervise")
     run.add_argument("--deadline", type=float, required=True)
     run.add_argument("--log", type=Path, required=True)
@@ -401,7 +418,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.what == "pins":
         return check_pins()
     elif args.what == "paper-row":
-        print(paper_row(args.out))
+        print(paper_row(args.out, args.part))
     elif args.what == "supervise":
         command = args.command[1:] if args.command[:1] == ["--"] else args.command
         return supervise(args.deadline, args.log, args.kill_when, command)

