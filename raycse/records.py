@@ -67,6 +67,7 @@ FINAL = "final"  # 1 on a finished trial's last report (its best objective and t
 DIVERGED_KEY = "diverged"  # 1 when the loss went non-finite
 ERROR = "error"
 REPLAYED = "replayed"  # 1 on the replayed result of a trial MLflow already holds as finished
+SET_ASIDE = "set_aside"  # on a trial's first report after its checkpoint could not be read: the file, and why
 CHECKPOINT_PATH = "checkpoint_path"  # a replayed result's checkpoint
 TRIAL_ID = "trial_id"
 BASELINE_OBJECTIVE = "baseline_objective"  # metric on the parent run

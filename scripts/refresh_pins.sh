@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Refreshes requirements/constraints.txt, the pinned versions that the README's install and .ci/run use: resolves
-# raycse[test] afresh from the index in a new virtual environment and writes what it installed.
+# raycse[test] afresh from the index in a new virtual environment and writes what it installed, then the GPU suite's
+# wheels at the same versions (benchmarks/device_wheels.txt, scripts/device_wheels.py).
 # Run it from anywhere, then run the whole test suite on the new pins before committing them:
 #   bash scripts/refresh_pins.sh && python -m pip install -c requirements/constraints.txt torch==2.13.0 -e '.[test]' \
 #     && python -m pytest -q
@@ -23,3 +24,4 @@ trap 'rm -rf "$scratch"' EXIT
 } > requirements/constraints.txt.new
 mv requirements/constraints.txt.new requirements/constraints.txt
 echo "wrote requirements/constraints.txt ($(grep -c '==' requirements/constraints.txt) pins)"
+"$python" scripts/device_wheels.py  # the GPU machine's wheels, at the same versions

@@ -116,8 +116,76 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xdist_group(item.path.name))
 
 
+# No test leaves a process behind. Every process the run starts inherits this mark in its environment (Ray's, the
+# `raycse` commands', a server's, their children's, whoever reaps them once their parent is gone): the process that
+# set it (the run's first, which hands its environment to its `-n` workers) names, at the end, any still alive.
+RUN_MARK = "RAYCSE_TEST_RUN"
+if os.environ.get(RUN_MARK) != str(os.getppid()) or "PYTEST_XDIST_WORKER" not in os.environ:
+    os.environ[RUN_MARK] = str(os.getpid())  # a run of its own (a pytest started by a test too), not a worker's
+LEFT_BEHIND_WAIT_S = 20  # what a process the tests stopped (a Ray runtime, a worker of -n) may take to end
+
+
+def processes_left_behind() -> list:
+    """The processes alive (not zombies) that carry this run's mark, other than this one and its ancestors."""
+    import psutil
+
+    mark = f"{RUN_MARK}={os.environ[RUN_MARK]}".encode()
+    ours = {os.getpid(), *(parent.pid for parent in psutil.Process().parents())}
+    left = []
+    for pid in psutil.pids():
+        if pid in ours:
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as file:
+                if mark not in file.read().split(b"\0"):
+                    continue
+            proc = psutil.Process(pid)
+            if proc.status() != psutil.STATUS_ZOMBIE:
+                left.append(proc)
+        except (OSError, psutil.Error):
+            continue
+    return left
+
+
+@pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session, exitstatus):
+    """The cache folder removed; then, in the run's own process once its workers have ended, every process the run
+    started and left running is named, stopped, and fails the run."""
     shutil.rmtree(_CACHE_DIR, ignore_errors=True)
+    if os.environ.get(RUN_MARK) != str(os.getpid()):
+        return
+    import time
+
+    import psutil
+
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():  # this process's own Ray, which its exit would shut down
+        ray.shutdown()
+    deadline = time.monotonic() + LEFT_BEHIND_WAIT_S
+    while (left := processes_left_behind()) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    if not left:
+        return
+    lines = []
+    for proc in left:
+        try:
+            lines.append(f"  pid {proc.pid}, started {time.time() - proc.create_time():.0f} s ago: "
+                         f"{' '.join(proc.cmdline())[:300]}")
+        except psutil.Error:
+            continue
+    if not lines:
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    text = ("processes the tests started are still running (stopped now; the test that started one must stop it):\n"
+            + "\n".join(lines))
+    if reporter is not None:
+        reporter.write_line(text, red=True)
+    else:
+        print(text, file=sys.stderr)
+    from services import stop_processes
+
+    stop_processes(left)
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.hookimpl(trylast=True)

@@ -31,15 +31,17 @@ def free_port() -> int:
 
 
 # --------------------------------------------------------------------------------- a fake GPU cluster
-def processes_of(temp_dir: str) -> list:
+def processes_of(temp_dir: str, *arguments: str) -> list:
     """A cluster's processes: every process with its private temp dir on its command line (GCS, raylets -- also the
-    fake workers' --, monitor, dashboard, log monitors), and their descendants (agents, workers, a job's driver)."""
+    fake workers' --, monitor, dashboard, log monitors), or one of `arguments` among its arguments, and their
+    descendants (agents, workers, a job's driver)."""
     import psutil  # vendored by Ray (ray/thirdparty_files), on sys.path once ray is imported
 
     procs: dict[int, psutil.Process] = {}
     for proc in psutil.process_iter(["cmdline"]):
         try:
-            if proc.pid != os.getpid() and temp_dir in " ".join(proc.info["cmdline"] or []):
+            cmdline = proc.info["cmdline"] or []
+            if proc.pid != os.getpid() and (temp_dir in " ".join(cmdline) or set(arguments) & set(cmdline)):
                 procs[proc.pid] = proc
                 procs.update({child.pid: child for child in proc.children(recursive=True)})
         except psutil.Error:
@@ -70,13 +72,13 @@ def stop_processes(procs: list, hard: bool = False) -> None:
                 proc.kill()
 
 
-def stop_processes_of(temp_dir: str, hard: bool = False) -> None:
+def stop_processes_of(temp_dir: str, *arguments: str, hard: bool = False) -> None:
     """Stop this cluster's Ray processes, and only those.
 
     `ray stop --force` (what ray.cluster_utils.AutoscalingCluster uses) kills every Ray process on the machine,
-    including other tests' or users' clusters: here only the processes of this cluster's temp dir go.
+    including other tests' or users' clusters: here only the processes of this cluster's temp dir (or `arguments`) go.
     """
-    stop_processes(processes_of(temp_dir), hard)
+    stop_processes(processes_of(temp_dir, *arguments), hard)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,8 +135,13 @@ def fake_gpu_cluster(config: dict, env: dict | None = None, logs: Path | None = 
     config_path = Path(temp_dir) / "autoscaling.json"
     config_path.write_text(json.dumps(config))
     dashboard_port = free_port()
+    # Ray's client server (ray[client]), started by the head and left to init when `ray start` returns: the only
+    # process of the cluster whose command line names no temp dir. A port of its own (10001 by default, which two
+    # clusters at once would share), its `--port=` argument, by which it is found and stopped with the rest
+    client_port = free_port()
     cmd = [
         "ray", "start", "--head",
+        f"--ray-client-server-port={client_port}",
         f"--port={port}",
         f"--temp-dir={temp_dir}",
         f"--autoscaling-config={config_path}",
@@ -168,7 +175,7 @@ def fake_gpu_cluster(config: dict, env: dict | None = None, logs: Path | None = 
             if ray.is_initialized():
                 ray.shutdown()
         finally:
-            stop_processes_of(temp_dir)
+            stop_processes_of(temp_dir, f"--port={client_port}")
             if logs is not None:
                 with contextlib.suppress(OSError):
                     shutil.copytree(Path(temp_dir) / "session_latest" / "logs", logs, dirs_exist_ok=True,

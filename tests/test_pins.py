@@ -15,6 +15,7 @@ from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parent.parent
 CONSTRAINTS = ROOT / "requirements" / "constraints.txt"
+DEVICE_WHEELS = ROOT / "benchmarks" / "device_wheels.txt"
 REFRESH = "bash scripts/refresh_pins.sh"
 
 
@@ -67,6 +68,28 @@ def test_every_package_the_test_install_needs_is_pinned_and_installed_at_its_pin
     assert not drifted, (f"installed versions differ from {CONSTRAINTS.name}: {drifted}; install with "
                          "`pip install -c requirements/constraints.txt torch==2.13.0 -e '.[test]'`, or refresh the "
                          f"pins: {REFRESH}")
+
+
+def test_the_gpu_machine_s_wheels_are_the_pinned_versions():
+    """benchmarks/device_wheels.txt (what the GPU suite carries to the lent machine) pins each package at the version
+    the constraints pin, so that a GPU figure comes from the code CI tests (the image's own torch aside); and it is
+    exactly what scripts/device_wheels.py writes from them."""
+    from benchmark_modules import load_script
+
+    pinned = pins()
+    carried = {}
+    for line in DEVICE_WHEELS.read_text(encoding="utf-8").splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            name, _, version = line.partition("==")
+            carried[canonicalize_name(name)] = Version(version)
+    assert {"ray", "optuna", "mlflow-skinny", "cryptography", "pydantic"} <= set(carried), sorted(carried)
+    differ = sorted(f"{name} {version} carried, {pinned.get(name, 'none')} pinned" for name, version in carried.items()
+                    if pinned.get(name) != version)
+    assert not differ, f"{DEVICE_WHEELS.name} differs from {CONSTRAINTS.name}: {differ}; run scripts/device_wheels.py"
+    device_wheels = load_script("device_wheels")
+    assert DEVICE_WHEELS.read_text(encoding="utf-8") == device_wheels.render(device_wheels.read_pins()), \
+        "run python scripts/device_wheels.py"
 
 
 def test_raycse_itself_asks_for_ranges_not_pins():

@@ -1,7 +1,7 @@
 """The suite's own scheduling (tests/conftest.py): a module's tests that share a module-scoped fixture form one xdist
 group, so that one test process builds the fixture once. xdist marks a grouped test by a suffix of its id, which the
 scheduler reads; with pytest 9.2 the suffix was silently lost, and each of those tests went out alone (two modules'
-searches, 24 s and 36 s, were built twice a run)."""
+searches, 24 s and 36 s, were built twice a run). And the run's end finds any process a test left running."""
 from __future__ import annotations
 
 import os
@@ -28,3 +28,26 @@ def test_the_readme_s_test_command_groups_tests():
     addopts = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["tool"]["pytest"][
         "ini_options"]["addopts"].split()
     assert addopts[addopts.index("--dist") + 1] == "loadgroup"
+
+
+def test_the_run_s_end_finds_a_process_a_test_left_running_whoever_reaps_it():
+    """tests/conftest.py: every process the run starts carries its mark, a grandchild whose parent has ended (reaped
+    by init, as Ray's client server is) too; the run's end names those still alive."""
+    import subprocess
+    import sys
+    import time
+
+    from conftest import RUN_MARK, processes_left_behind
+
+    assert os.environ[RUN_MARK]
+    # a child that starts a sleeper of its own and ends at once: the sleeper is nobody's child here
+    script = "import subprocess, sys; print(subprocess.Popen(['sleep', '60']).pid)"
+    orphan = int(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout)
+    try:
+        assert orphan in {proc.pid for proc in processes_left_behind()}
+    finally:
+        os.kill(orphan, 9)
+    deadline = time.monotonic() + 10
+    while orphan in {proc.pid for proc in processes_left_behind()}:
+        assert time.monotonic() < deadline, "a killed process is still listed"
+        time.sleep(0.1)

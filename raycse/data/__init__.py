@@ -1,8 +1,8 @@
 """Training data: corpora, NLI triplets and the batches a step draws (`corpus`), a stand-in for the papers' million
-sentences (`synthetic_corpus`), and token ids made once and shared across trials (`tokens`). The bundled files (the
-Wikipedia sample and SentEval's STS tasks) are package data in this folder; `BUNDLED_DIR` is where they are. The
-names below are what a setting says to mean them; they are here, not in `corpus`, so that reading settings does not
-import torch.
+sentences (`synthetic_corpus`), token ids made once and shared across trials (`tokens`), and a file named by its URL
+downloaded once per search (`downloads`). The bundled files (the Wikipedia sample and SentEval's STS tasks) are
+package data in this folder; `BUNDLED_DIR` is where they are. The names below are what a setting says to mean them;
+they are here, not in `corpus`, so that reading settings does not import torch.
 
 May import: the leaves (errors, seeds) only.
 """

@@ -12,13 +12,12 @@ from __future__ import annotations
 import csv
 import io
 import itertools
-import urllib.request
 from pathlib import Path
 
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
-from raycse.data import BUNDLED_CORPUS, BUNDLED_DIR, BUNDLED_NLI, SYNTHETIC_WIKI1M
+from raycse.data import BUNDLED_CORPUS, BUNDLED_DIR, BUNDLED_NLI, SYNTHETIC_WIKI1M, downloads
 from raycse.errors import ConfigError, first_line
 from raycse.seeds import derived_seed
 
@@ -125,11 +124,7 @@ def sick_triplets(path: str | Path = SICK_TRAIN_PATH, max_rows: int | None = Non
 
 def _read_bytes(source: str) -> tuple[bytes, str]:
     if source.startswith(("http://", "https://")):
-        try:
-            with urllib.request.urlopen(source, timeout=60) as response:
-                return response.read(), source
-        except OSError as err:
-            raise ConfigError(f"cannot download {source!r}: {err}") from None
+        return downloads.fetch(source), source  # once per search (raycse.data.downloads)
     path = Path(source).expanduser()
     if not path.is_file():
         raise ConfigError(f"file {source!r} does not exist")

@@ -1,7 +1,7 @@
 """How a search is laid out on its cluster before it runs: its budget, the space it runs (`space_to_run`: the
 budget and the command line's overrides applied), the trials' resources and concurrency, and the persistent Optuna
 study (the sampler: raycse/sampling/samplers.py; the scheduler: raycse/driver/tune/newest_first.py). Pure decisions
-on the space and the cluster, plus the study's storage."""
+on the space and the cluster, plus the study's storage and the search's downloads folder."""
 from __future__ import annotations
 
 import dataclasses
@@ -21,6 +21,17 @@ from raycse.settings.space import SearchSpace
 def experiment_dir_name(experiment: str) -> str:
     """The search's name on disk (Tune's experiment directory): the experiment, made path-safe."""
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", experiment).strip("-") or "raycse"
+
+
+def downloads_folder(storage_path: str, experiment: str) -> Path | None:
+    """Where a search keeps what it downloaded (a corpus named by its URL: raycse.data.downloads), for its later
+    stages and a resumed run: its own folder's downloads/ on a local storage path; None on remote storage (an
+    s3:// URI), where a download stays in the driver's memory for one run."""
+    if "://" in storage_path:
+        return None
+    from raycse.data.downloads import DOWNLOADS_DIR
+
+    return Path(storage_path).expanduser().resolve() / experiment_dir_name(experiment) / DOWNLOADS_DIR
 
 
 def auto_budget(cluster: dict) -> str:

@@ -22,7 +22,8 @@ import contextlib
 import gc
 from collections.abc import Callable, Iterator
 
-from raycse.driver import progress
+from raycse.data.downloads import once_per_search
+from raycse.driver import layout, progress
 from raycse.driver.outcome import SearchOutcome
 from raycse.driver.preflight import check_search
 from raycse.driver.stages.base import Stage
@@ -70,19 +71,21 @@ def run_stages(space: SearchSpace, options: SearchOptions, log=say) -> SearchSta
     search's 25 s on 2 CPU cores (8 during the imports and the set-up, 3 in the report).
     """
     check_order(STAGE_ORDER)
-    check_search(space, options)
-    state = SearchState(loaded_space=space, options=options, log=log)
-    state.clock = PhaseClock(options.started_at)
-    try:
-        with progress.displayed(options.started_at) as status, frozen_between_stages() as freeze:
-            for stage in STAGE_ORDER:
-                if stage.applies(state):
-                    freeze()
-                    status.stage(stage.name)
-                    with state.clock.phase(stage.name):
-                        stage.run(state)
-    finally:
-        state.close()
+    # a corpus named by its URL is downloaded once: by the check, then kept for the stages (and a resumed run)
+    with once_per_search(layout.downloads_folder(options.storage_path, space.experiment)):
+        check_search(space, options)
+        state = SearchState(loaded_space=space, options=options, log=log)
+        state.clock = PhaseClock(options.started_at)
+        try:
+            with progress.displayed(options.started_at) as status, frozen_between_stages() as freeze:
+                for stage in STAGE_ORDER:
+                    if stage.applies(state):
+                        freeze()
+                        status.stage(stage.name)
+                        with state.clock.phase(stage.name):
+                            stage.run(state)
+        finally:
+            state.close()
     state.outcome.timings = state.outcome.summary["timings"] = state.timings()
     return state
 

@@ -25,18 +25,33 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from raycse.errors import ConfigError
+from raycse.errors import ConfigError, first_line
 from raycse.files import replace_directory
 from raycse.settings.config import TrainConfig
 from raycse.training import distributed as dist_utils
 
 LAST_DIR = "last"  # the folder of everything needed to continue (beside best/)
+BEST_DIR = "best"  # the best model by the objective
 TRAINING_STATE_FILE = "training_state.pt"
+BEST_FILES = "best_files"  # in last/'s training state: best/'s files and their sizes when last/ was written
 CHECKPOINT_SHARE = TrainConfig.checkpoint_share  # of a training's time, at most, spent writing checkpoints
 
 
 class CheckpointWriteError(OSError):
     """A checkpoint could not be written (a full disk, say); the previous checkpoints are intact."""
+
+
+class UnreadableCheckpoint(ConfigError):
+    """A checkpoint whose files cannot be read back as they were written (a disk or copy fault): last/'s training
+    state does not load, or a file of best/ is not the size last/ recorded for it. `file` is the culprit, relative
+    to the checkpoint (`last/training_state.pt`, `best/model.safetensors`); `reason` what is wrong with it."""
+
+    def __init__(self, checkpoint: Path, file: str, reason: str):
+        super().__init__(f"cannot resume from {checkpoint / file}: {reason}")
+        self.checkpoint, self.file, self.reason = checkpoint, file, reason
+
+    def __reduce__(self):  # pickled whole across Ray's processes (a Ray Train worker's error)
+        return type(self), (self.checkpoint, self.file, self.reason)
 
 
 @dataclass
@@ -149,6 +164,7 @@ def save_last(output_dir: Path, runner, progress: Progress, rank: int) -> None:
                 "scaler": runner.scaler.state_dict(),
                 "progress": asdict(progress),
                 "rng_by_rank": rng_states,
+                BEST_FILES: file_sizes(output_dir / BEST_DIR),  # best/ as it is now: what resuming expects of it
             }, staging / TRAINING_STATE_FILE)
             replace_directory(staging, target)
         except BaseException:
@@ -156,23 +172,39 @@ def save_last(output_dir: Path, runner, progress: Progress, rank: int) -> None:
             raise
 
 
+def file_sizes(folder: Path) -> dict[str, int]:
+    """Every file under `folder` (a relative path) with its size in bytes; {} when there is no such folder."""
+    if not folder.is_dir():
+        return {}
+    return {path.relative_to(folder).as_posix(): path.stat().st_size for path in sorted(folder.rglob("*"))
+            if path.is_file()}
+
+
 def load_last(last_dir: Path, runner, rank: int) -> Progress:
-    """Put the runner back where last/ left it; returns the progress (RNG states restored last)."""
-    state_file = last_dir / TRAINING_STATE_FILE
+    """Put the runner back where last/ left it; returns the progress (RNG states restored last). A checkpoint that
+    cannot be read as it was written raises `UnreadableCheckpoint` before the runner is touched."""
+    checkpoint, state_file = last_dir.parent, last_dir / TRAINING_STATE_FILE
     if not state_file.is_file():
         raise ConfigError(f"cannot resume: {last_dir} holds no {TRAINING_STATE_FILE}")
     try:
         state = torch.load(state_file, map_location="cpu", weights_only=False)  # RNG states must stay on the CPU
-    except (OSError, RuntimeError, EOFError) as err:
-        raise ConfigError(f"cannot resume from {state_file}: {err}") from None
-    if len(state["rng_by_rank"]) != dist_utils.world_size():
-        raise ConfigError(f"cannot resume from {last_dir}: it was written by {len(state['rng_by_rank'])} worker(s), "
+        saved_progress, rng_by_rank = state["progress"], state["rng_by_rank"]
+    except Exception as err:  # noqa: BLE001 - a damaged file fails in the zip reader, pickle or a missing key
+        file = f"{last_dir.name}/{TRAINING_STATE_FILE}"
+        # the reader's first sentence: torch's runs on with advice about corrupted files
+        raise UnreadableCheckpoint(checkpoint, file, first_line(err).split(". ")[0].rstrip(".")) from None
+    best = file_sizes(checkpoint / BEST_DIR)
+    for name, size in state.get(BEST_FILES, {}).items():  # none recorded by a checkpoint older than the record
+        if best.get(name) != size:
+            found = "missing" if name not in best else f"{best[name]:,} bytes"
+            raise UnreadableCheckpoint(checkpoint, f"{BEST_DIR}/{name}", f"{found}, {size:,} were written")
+    if len(rng_by_rank) != dist_utils.world_size():
+        raise ConfigError(f"cannot resume from {last_dir}: it was written by {len(rng_by_rank)} worker(s), "
                           f"this training has {dist_utils.world_size()}")
     runner.encoder.load_state_dict(state["model"])
     runner.optimizer.load_state_dict(state["optimizer"])
     runner.scheduler.load_state_dict(state["scheduler"])
     runner.scaler.load_state_dict(state["scaler"])
-    saved = state["progress"]
-    progress = Progress(**{**saved, "timings": Timings(**saved["timings"])})
-    _restore_rng_states(state["rng_by_rank"][rank])
+    progress = Progress(**{**saved_progress, "timings": Timings(**saved_progress["timings"])})
+    _restore_rng_states(rng_by_rank[rank])
     return progress

@@ -1,5 +1,6 @@
 """Setup: Ray (shipping users' own losses to its workers), the budget and the plan, the MLflow parent run (tagged with
-the SHA-256 of each user's loss file) and the Optuna study's storage.
+the SHA-256 of each user's loss file) and the Optuna study's storage; what the check downloaded (a corpus named by
+its URL) is kept in the search's folder (raycse.data.downloads).
 
 Resume: the parent run is found by the search's storage location (a tag), its children left RUNNING by the killed
 driver are marked KILLED until their trials resume under them, and the run is RUNNING again; a new search refuses an
@@ -12,6 +13,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from raycse.data.downloads import current as current_downloads
 from raycse.driver import layout
 from raycse.driver.stages.base import Stage
 from raycse.driver.state import SearchState
@@ -39,6 +41,9 @@ class SetupStage(Stage):
         state.storage = (options.storage_path if "://" in options.storage_path
                          else str(Path(options.storage_path).expanduser().resolve()))
         state.search_path = f"{state.storage.rstrip('/')}/{state.name}"  # also an s3:// or gs:// URI on a cluster
+        downloads, folder = current_downloads(), layout.downloads_folder(state.storage, loaded.experiment)
+        if downloads is not None and folder is not None:  # what the check downloaded, kept for a resumed run
+            downloads.keep_in(folder)
         # the search was checked before this stage (preflight.py): new, or one to resume. The MLflow store opens
         # while Ray starts (importing MLflow and opening a SQLite store take a CPU-bound 2-3 s, Ray's start mostly
         # waits for its processes)

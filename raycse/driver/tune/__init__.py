@@ -7,6 +7,7 @@ The driver's side:
     resumable_limits.py     Tune's limits on trials at once, corrected on --resume so that a stage cannot stall
     checkpoint_recovery.py  a snapshot naming a checkpoint Tune had already deleted: the newer one takes its name
     retries.py              which failures use up a trial's retry: its own, not a preempted or lost start-up's
+    reset_failures.py       a worker lost while Tune resets it for the next trial: the trial retried, not failed
     newest_first.py         the search's scheduler (ASHA or FIFO), starting the newest pending trial first
     checkpoint_retention.py what an ended trial keeps on Tune's storage: its best/, not its last/
     pacing.py               how often a trial checkpoints and Tune snapshots the search

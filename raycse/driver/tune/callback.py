@@ -40,6 +40,7 @@ from raycse.records import (
     RUNNING,
     SEED_TAG,
     SENTENCES_PER_S,
+    SET_ASIDE,
     STAGE_TAG,
     STATUS_TAG,
     STEP,
@@ -126,6 +127,9 @@ class MlflowSearchCallback(tune.Callback):
     def on_trial_result(self, iteration, trials, trial, result, **info):
         if result.get(REPLAYED):
             return
+        if result.get(SET_ASIDE):  # a storage fault, not the configuration's: the trial went on from step 0
+            self.log(f"trial {trial.trial_id}  checkpoint set aside, it cannot be read: {result[SET_ASIDE]}; "
+                     "the trial starts again from step 0")
         if not result.get(FINAL):
             progress.trial_reported(trial.trial_id, result.get(STEP), result.get(TOTAL_STEPS),
                                     result.get(BEST_OBJECTIVE))

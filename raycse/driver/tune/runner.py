@@ -75,9 +75,11 @@ def tuner(state: SearchState, space: SearchSpace, stage: str, tune_config, param
 
     from raycse.driver.tune.callback import MlflowSearchCallback
     from raycse.driver.tune.checkpoint_recovery import RecoverDeletedCheckpoints
+    from raycse.driver.tune.reset_failures import retry_resets
     from raycse.driver.tune.resumable_limits import ForgetFinishedTrials
     from raycse.driver.tune.retries import OwnFailuresOnly
 
+    retry_resets()  # a worker lost while Tune resets it for the trial: the trial retried (reset_failures.py)
     slots = slots or layout.max_concurrent(space, state.cluster)
     trainable = tune.with_resources(trial_function(state, space, slots), layout.trial_resources(space))
     path = experiment_path(state, stage)

@@ -113,7 +113,8 @@ def run_trial(tune_config: dict, space: SearchSpace, context: TrialContext, shar
             tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(checkpoint_dir) if checkpoint_dir else None)
 
         job = TrialJob(config=config, resume=resume, shared_tokens=shared_tokens,
-                       least_interval_s=context.checkpoint_every_s, loss_sources=tuple(space.loss_sources()))
+                       least_interval_s=context.checkpoint_every_s, loss_sources=tuple(space.loss_sources()),
+                       resume_from=checkpoint.path if resume else None)
         if context.warm_pool is not None:
             train_on_warm_worker(context.warm_pool, job, report, worker_start_s)
         else:
@@ -162,6 +163,6 @@ def worker_loop(loop_config: dict) -> None:
         ray.train.report(metrics, checkpoint=checkpoint)
 
     try:
-        train_and_report(config, report, resume)
+        train_and_report(config, report, resume, resume_from=checkpoint.path if resume else None)
     finally:
         shutil.rmtree(config.output_dir, ignore_errors=True)

@@ -9,6 +9,7 @@ this module imports torch, and the trainer with transformers' model code once a 
 from __future__ import annotations
 
 import json
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -25,6 +26,7 @@ from raycse.records import (
     FINAL,
     FINAL_KEYS,
     OBJECTIVE,
+    SET_ASIDE,
     STEP,
     TRIAL_CHECKPOINT,
     TRIAL_COMPILE,
@@ -35,7 +37,7 @@ from raycse.records import (
     loss_stat,
 )
 from raycse.settings.config import TrainConfig
-from raycse.training.checkpoints import CheckpointCadence
+from raycse.training.checkpoints import BEST_DIR, LAST_DIR, CheckpointCadence
 
 COMPILE_RECORD = "raycse-compile-seconds.json"  # per node, in the system's temp directory
 
@@ -76,21 +78,30 @@ def diverged_metrics(err, last_eval: dict) -> dict[str, Any]:
 
 
 def train_and_report(config: TrainConfig, report, resume: bool, worker_start_s: float = 0.0,
-                     shared_tokens=None, least_interval_s: float = 0.0) -> None:
+                     shared_tokens=None, least_interval_s: float = 0.0, resume_from: str | None = None) -> None:
     """Train, calling `report(metrics, checkpoint_dir)` at each evaluation and once at the end (final results).
     An evaluation's report carries its checkpoint when the evaluation wrote last/ (`CheckpointCadence`, at least
     `least_interval_s` apart: driver/tune/pacing.py), the last step's always; the final report none: the last
     step's checkpoint holds the final best/, and a trial killed before its end is recorded goes on from its last/
-    (no step left: it only scores the test tasks again)."""
+    (no step left: it only scores the test tasks again).
+
+    A checkpoint that cannot be read (`UnreadableCheckpoint`: a disk or copy fault) is set aside: its copy in the
+    output directory is deleted and the trial trains from step 0, as it would have with no checkpoint; its first
+    report names the file (`SET_ASIDE`, `resume_from` the checkpoint's place on Tune's storage), for the driver's
+    one line. A storage fault is not the configuration's: the trial does not fail for it."""
+    from raycse.training.checkpoints import UnreadableCheckpoint
     from raycse.training.trainer import TrainingDiverged, train
 
     last_eval: dict[str, Any] = {TRIAL_STARTUP: worker_start_s}
     extra_checkpoint_s = 0.0
     cadence = CheckpointCadence(least_interval_s, share=config.checkpoint_share)
+    set_aside: str | None = None
 
     def on_eval(eval_report) -> None:
-        nonlocal extra_checkpoint_s
+        nonlocal extra_checkpoint_s, set_aside
         metrics = evaluation_report(eval_report, extra_checkpoint_s, worker_start_s)
+        if set_aside is not None:
+            metrics[SET_ASIDE], set_aside = set_aside, None
         last_eval.update(metrics)
         clock = time.perf_counter()
         report(metrics, eval_report.checkpoint)
@@ -102,8 +113,15 @@ def train_and_report(config: TrainConfig, report, resume: bool, worker_start_s: 
 
     record = _compile_record()
     try:
-        results = train(config, on_eval=on_eval, resume=resume, compile_seconds=record.get("seconds"),
-                        shared_tokens=shared_tokens, cadence=cadence)
+        try:
+            results = train(config, on_eval=on_eval, resume=resume, compile_seconds=record.get("seconds"),
+                            shared_tokens=shared_tokens, cadence=cadence)
+        except UnreadableCheckpoint as err:
+            set_aside = f"{(resume_from or config.output_dir).rstrip('/')}/{err.file}: {err.reason}"
+            for name in (LAST_DIR, BEST_DIR):  # the local copy; Tune's own is replaced by the next checkpoint
+                shutil.rmtree(Path(config.output_dir) / name, ignore_errors=True)
+            results = train(config, on_eval=on_eval, resume=False, compile_seconds=record.get("seconds"),
+                            shared_tokens=shared_tokens, cadence=cadence)
     except TrainingDiverged as err:
         report(diverged_metrics(err, last_eval), None)
         return

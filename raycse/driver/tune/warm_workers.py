@@ -50,6 +50,8 @@ class TrialJob:
         shared_tokens: [the Ray object reference of the training data's token ids] (raycse.data.tokens), or None.
         least_interval_s: the least seconds between two of the trial's Tune checkpoints (driver/tune/pacing.py).
         loss_sources: the users' own losses the trial may train (checked where it trains).
+        resume_from: where the checkpoint restored into output_dir lives on Tune's storage (named in the line that
+            sets it aside when it cannot be read), or None.
     """
 
     config: TrainConfig
@@ -57,6 +59,7 @@ class TrialJob:
     shared_tokens: list | None
     least_interval_s: float
     loss_sources: tuple = ()
+    resume_from: str | None = None
 
 
 class TrialFailed(RuntimeError):
@@ -88,7 +91,7 @@ def run_job(job: TrialJob, report: Callable[[dict, str | None], None], worker_st
         report({**metrics, TRIAL_PROCESS: pid}, checkpoint_dir)
 
     train_and_report(job.config, stamped, job.resume, worker_start_s, _tokens(job.shared_tokens),
-                     job.least_interval_s)
+                     job.least_interval_s, resume_from=job.resume_from)
 
 
 def check_own_losses(sources) -> None:
