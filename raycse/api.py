@@ -93,8 +93,9 @@ def compare(spaces: list[str | os.PathLike | SearchSpace], *, num_samples: int |
             max_concurrent: int | None = None, seed: int | None = None, choose_seeds: int | None = None,
             judge_seeds: int | None = None, tracking_uri: str | None = None, optuna_storage: str | None = None,
             storage_path: str | None = None, state: str | None = None, budget: str = "auto", warm_workers: bool = True,
-            keep_checkpoints: bool = False, experiment: str | None = None, output_dir: str = "compare",
-            dry_run: bool = False, log: Callable[[str], None] | None = None) -> ComparisonOutcome | ComparePlan:
+            keep_checkpoints: bool = False, resume: bool = False, experiment: str | None = None,
+            output_dir: str = "compare", dry_run: bool = False,
+            log: Callable[[str], None] | None = None) -> ComparisonOutcome | ComparePlan:
     """Compare losses fairly (`raycse compare`, docs/compare.md): each loss searched with the same budget, then the
     tuned winners and published points judged on the same fresh seeds, with Holm's family-wise error control.
 
@@ -125,10 +126,9 @@ def compare(spaces: list[str | os.PathLike | SearchSpace], *, num_samples: int |
     """
     loaded, options, name, out_dir = compare_inputs(spaces, dict(locals()))
     from raycse.comparing import run_comparison
-    from raycse.driver.state import say
     from raycse.planning.compare_plan import plan_comparison
     return (plan_comparison(loaded, options, name) if dry_run  # its plan and cost, nothing run (--dry-run)
-            else run_comparison(loaded, options, name, out_dir, log=log or say))
+            else run_comparison(loaded, options, name, out_dir, log=log))
 
 
 def plan(space: str | os.PathLike | SearchSpace, *, step_ms: float | None = None, gpus: int | None = None,

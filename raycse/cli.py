@@ -178,7 +178,8 @@ def _add_compare(sub) -> None:
 raycse compare --space simcse --space focal
 raycse compare --space focal --space imsimcse --space barlow --budget cpu --experiment losses-cpu
 raycse compare --space simcse --space focal --state runs/compare     # every store in one folder
-raycse compare --space simcse --space focal --dry-run --gpus 1       # the plan and its cost, nothing run""")
+raycse compare --space simcse --space focal --dry-run --gpus 1       # the plan and its cost, nothing run
+raycse compare --space simcse --space focal --resume                 # continue an interrupted comparison""")
     p.add_argument("--space", required=True, action="append", metavar="SPACE", help="a search-space file (one loss), "
                    "given once per loss, at least twice (required; `raycse spaces` lists the shipped ones)")
     add_options(p, api.COMPARE_OPTIONS)

@@ -16,6 +16,8 @@ which would leave the family's pairs on different seeds; boundaries for Holm's s
 
 The comparison's own record is an MLflow parent run in the experiment COMPARISON, with one child run per loss
 search (tags in raycse/records.py), and compare_summary.json (on the parent run and in the output folder).
+`--resume` continues that record: each loss's search is read back, resumed or started, as it stands in its stores
+(raycse/driver/standing.py).
 """
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from raycse.driver.outcome import SearchOutcome
+from raycse.driver.standing import Standing
 from raycse.driver.state import SearchOptions, say
 from raycse.errors import ConfigError
 from raycse.judging import comparison
@@ -135,42 +138,116 @@ def check_comparison(spaces: list[SearchSpace], options: SearchOptions) -> list[
 
 
 def run_comparison(spaces: list[SearchSpace], options: SearchOptions, name: str, output_dir: Path,
-                   log: Callable[[str], None] = say) -> ComparisonOutcome:
-    """Check everything, then run each loss's search and judge the family; writes compare_summary.json."""
-    from raycse.driver.preflight import check_search
+                   log: Callable[[str], None] | None = None) -> ComparisonOutcome:
+    """Check everything, then run each loss's search and judge the family (`log` receives the progress lines: None
+    prints them); writes compare_summary.json.
+
+    With options.resume, the comparison `name` continues where a stop (a signal, a kill) left it: each loss's
+    search that finished is read back from its records, the one the stop cut short continues (a search's
+    `--resume`), those not started start; nothing is trained twice, and the answer is the undisturbed one."""
     from raycse.tracking.tracker import Tracker
 
+    log = log or say
     options = dataclasses.replace(options, comparison=True)
     labels = check_comparison(spaces, options)
     renamed = [dataclasses.replace(space, experiment=loss_experiment(name, label))
                for space, label in zip(spaces, labels)]
-    for space in renamed:  # every search's stores, storage and inputs, before anything is created
-        check_search(space, options)
+    record, standings = comparison_standings(renamed, labels, options, name)  # before anything is created
     tracker = Tracker(options.tracking_uri, name, artifact_location=options.artifact_location)
-    parent = tracker.start_run(name, tags={COMPARE_TAG: name})
-    tracker.log_params(parent, {"losses": ",".join(labels), "budget": options.budget,
-                                "space_files": ",".join(os.path.basename(s.path) for s in spaces)})
+    if record is None:
+        parent = tracker.start_run(name, tags={COMPARE_TAG: name})
+        tracker.log_params(parent, {"losses": ",".join(labels), "budget": options.budget,
+                                    "space_files": ",".join(os.path.basename(s.path) for s in spaces)})
+    else:
+        parent = record.info.run_id
+        tracker.reopen_run(parent)
+        log(f"Resuming comparison {name!r} (MLflow parent run {parent}): "
+            + "; ".join(f"{label} {standings[label].state}" for label in labels) + ".")
     try:
-        return _run(renamed, labels, options, name, output_dir, tracker, parent, log)
+        return _run(renamed, labels, options, name, output_dir, tracker, parent, log, standings)
     except BaseException:
+        tracker.mark_orphans_killed(parent)  # the loss's child run, open when the stop came
         tracker.end_run(parent, "KILLED")
         raise
 
 
-def _run(renamed: list[SearchSpace], labels: list[str], options: SearchOptions, name: str, output_dir: Path,
-         tracker, parent: str, log: Callable[[str], None]) -> ComparisonOutcome:
-    from raycse.driver.layout import space_to_run
-    from raycse.driver.run import finish, run_search
+def comparison_standings(renamed: list[SearchSpace], labels: list[str], options: SearchOptions,
+                         name: str) -> tuple[Any, dict[str, Standing]]:
+    """The comparison's parent run, if the store holds one, and where each loss's search stands, every search's
+    stores and inputs checked: a new comparison's searches all new; a resumed one's the comparison's own, each
+    finished search read back (raycse/driver/standing.py). Reads only; a ConfigError naming the culprit otherwise.
 
+    Returns:
+        (the parent run or None, {label: Standing}).
+
+    Example:
+        record, standings = comparison_standings(renamed, ["simcse", "focal"], options, "compare-simcse-focal")
+    """
+    from raycse.driver.preflight import check_search
+    from raycse.driver.standing import FINISHED_SEARCH, NOT_STARTED, STARTED, finished_outcome, search_standing
+    from raycse.tracking.stores import check_tracking_uri, probe_store
+
+    flag = options.store_flags.get("tracking_uri", "tracking_uri")
+    check_tracking_uri(flag, options.tracking_uri, must_exist=options.resume)
+    probe_store(flag, options.tracking_uri, "experiments")
+    record = recorded_comparison(options.tracking_uri, name)
+    if not options.resume:
+        if record is not None:
+            raise ConfigError(f"a comparison {name!r} is already recorded in {options.tracking_uri} (parent run "
+                              f"{record.info.run_id}): --resume continues it, or pass another --experiment")
+        for space in renamed:  # every search's stores, storage and inputs, before anything is created
+            check_search(space, options)
+        return None, {label: Standing(NOT_STARTED) for label in labels}
+    if record is None:
+        raise ConfigError.at("resume", f"no comparison {name!r} to resume in {options.tracking_uri} (pass the "
+                                       "stores and the --experiment it started with)")
+    recorded = {key: record.data.params.get(key) for key in ("losses", "budget")}
+    if recorded["losses"] != ",".join(labels):
+        raise ConfigError.at("space", f"the comparison {name!r} compares {recorded['losses']}, not "
+                                      f"{','.join(labels)}: resume it with its own spaces, in their order")
+    if recorded["budget"] != options.budget:
+        raise ConfigError.at("budget", f"the comparison {name!r} runs the {recorded['budget']!r} budget, not "
+                                       f"{options.budget!r}: resume it with its own")
+    standings = {}
+    for space, label in zip(renamed, labels):
+        standing = search_standing(space, options)
+        if standing.state == FINISHED_SEARCH:  # read back now: a record that cannot be read stops nothing started
+            standing = dataclasses.replace(standing, outcome=finished_outcome(
+                options.tracking_uri, space.experiment, standing.parent_run_id))
+        else:
+            check_search(space, dataclasses.replace(options, resume=standing.state == STARTED))
+        standings[label] = standing
+    return record, standings
+
+
+def recorded_comparison(tracking_uri: str, name: str):
+    """The latest parent run of the comparison `name` in the store, or None (no store, no such comparison)."""
+    from raycse.tracking.tracker import Tracker
+
+    try:
+        tracker = Tracker.existing(tracking_uri, name)
+    except ConfigError:
+        return None
+    runs = tracker.runs(f"tags.`{COMPARE_TAG}` = '{name}'", max_results=1, order_by=["attributes.start_time DESC"])
+    return runs[0] if runs else None
+
+
+def _run(renamed: list[SearchSpace], labels: list[str], options: SearchOptions, name: str, output_dir: Path,
+         tracker, parent: str, log: Callable[[str], None], standings: dict[str, Standing]) -> ComparisonOutcome:
+    from raycse.driver.layout import space_to_run
+
+    children = {run.data.tags.get(COMPARE_LOSS_TAG): run.info.run_id for run in tracker.child_runs(parent)}
     searches: dict[str, SearchOutcome] = {}
     for number, (space, label) in enumerate(zip(renamed, labels), start=1):
-        log(f"Comparison {name!r}: loss {number} of {len(labels)}, {label} (experiment {space.experiment!r}).")
-        child = tracker.start_run(label, parent_run_id=parent,
-                                  tags={COMPARE_LOSS_TAG: label, LOSS_SEARCH_TAG: space.experiment})
-        outcome = run_search(space, dataclasses.replace(options, started_at=time.perf_counter()), log=log)
-        finish(outcome, options.tracking_uri)
-        searches[label] = outcome
-        tracker.set_tags(child, {LOSS_PARENT_RUN_TAG: outcome.parent_run_id})
+        child = children.get(label)
+        if child is None:
+            child = tracker.start_run(label, parent_run_id=parent,
+                                      tags={COMPARE_LOSS_TAG: label, LOSS_SEARCH_TAG: space.experiment})
+        else:
+            tracker.reopen_run(child)
+        searches[label] = _loss_search(space, label, f"{number} of {len(labels)}", standings[label], options, name,
+                                       log)
+        tracker.set_tags(child, {LOSS_PARENT_RUN_TAG: searches[label].parent_run_id})
     tracker.set_tags(parent, {BUDGET_TAG: next(iter(searches.values())).budget})
     arms, figures = judged_arms(searches)
     pairs = comparison.judge_family(arms)
@@ -188,6 +265,26 @@ def _run(renamed: list[SearchSpace], labels: list[str], options: SearchOptions, 
                                  if p["mean"] is not None})
     tracker.end_run(parent, "FINISHED")
     return ComparisonOutcome(name, parent, searches, pairs, summary, str(path))
+
+
+def _loss_search(space: SearchSpace, label: str, place: str, standing: Standing, options: SearchOptions, name: str,
+                 log: Callable[[str], None]) -> SearchOutcome:
+    """One loss's search: read back when it finished before, else run (resumed when it had started)."""
+    from raycse.driver.run import finish, run_search
+    from raycse.driver.standing import STARTED
+    from raycse.tracking.tracker import Tracker
+
+    if standing.outcome is not None:
+        log(f"Comparison {name!r}: loss {place}, {label}: its search finished before (MLflow parent run "
+            f"{standing.parent_run_id}), read back; nothing trained.")
+        return standing.outcome
+    log(f"Comparison {name!r}: loss {place}, {label} (experiment {space.experiment!r}).")
+    resume = standing.state == STARTED
+    if not resume and standing.parent_run_id is not None:  # a set-up a stop cut short: its search starts anew
+        Tracker(options.tracking_uri, space.experiment).end_run(standing.parent_run_id, "KILLED")
+    outcome = run_search(space, dataclasses.replace(options, resume=resume, started_at=time.perf_counter()), log=log)
+    finish(outcome, options.tracking_uri)
+    return outcome
 
 
 def pair_metric(a: str, b: str) -> str:

@@ -311,7 +311,7 @@ DRIVER_LAYERS = [
     ("the stages' shared state, the checks before a search starts", ["state", "preflight"]),
     ("the Ray and Tune glue", ["tune"]),
     ("the stages", ["stages"]),
-    ("the conductor, a finished search read back", ["run", "loaded"]),
+    ("the conductor, a finished search read back", ["run", "loaded", "standing"]),
 ]
 
 

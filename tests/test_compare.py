@@ -129,12 +129,32 @@ def test_bad_comparisons_are_one_line_exit_2_and_write_nothing(tmp_path, tiny_be
              (["--space", str(focal), "--space", str(other_objective)], "disagree on objective"),
              (["--space", str(focal), "--space", str(other_budget)], "disagree on num_samples"),
              (["--space", str(focal), "--space", "all"], "one loss per space"),
-             (["--space", str(focal), "--space", str(simcse), "--judge-seeds", "1"], "--judge-seeds")]
+             (["--space", str(focal), "--space", str(simcse), "--judge-seeds", "1"], "--judge-seeds"),
+             (["--space", str(focal), "--space", str(simcse), "--resume"], "--tracking-uri")]  # no store to resume
     for args, words in cases:
         assert main(["compare", *args, "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}"]) == 2, args
         err = capsys.readouterr().err
         assert err.startswith("raycse: error:") and err.count("\n") == 1 and words in err, (args, err)
     assert sorted(p.name for p in tmp_path.rglob("*")) == before  # nothing written
+
+
+def test_a_resume_of_no_comparison_is_one_line_exit_2_and_writes_nothing(tmp_path, tiny_bert_dir, capsys,
+                                                                         monkeypatch):
+    """`raycse compare --resume` where the store holds no such comparison (another experiment only): refused before
+    anything starts, the store and the folder as they were."""
+    from raycse.tracking.tracker import Tracker
+
+    monkeypatch.chdir(tmp_path)
+    spaces = tmp_path / "spaces"
+    focal, simcse = (write_loss_space(spaces, tiny_bert_dir, loss) for loss in ("focal", "simcse"))
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    Tracker(uri, "something-else")
+    before = {path: path.stat().st_mtime_ns for path in tmp_path.rglob("*")}
+    assert main(["compare", "--space", str(focal), "--space", str(simcse), "--tracking-uri", uri, "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"raycse: error: --resume: no comparison 'compare-focal-simcse' to resume in {uri} (pass the "
+                   "stores and the --experiment it started with)\n")
+    assert {path: path.stat().st_mtime_ns for path in tmp_path.rglob("*")} == before
 
 
 # ------------------------------------------------------------------------------------------ a whole comparison

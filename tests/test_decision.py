@@ -165,6 +165,36 @@ def test_stopped_and_finished_trials_are_ranked_on_a_common_footing():
     assert [r.rank for r in top5] == [1, 2, 3, 4]  # E diverged and F failed: never ranked
 
 
+def test_a_tie_goes_to_the_trial_the_search_sampled_first_whatever_its_random_trial_id():
+    """Two configurations tie on the objective (the quick start's two search trials both read 87.09): the one Optuna
+    sampled first ranks first, though the other's trial id (Tune's, random) sorts before it; so the same search run
+    twice with the same seeds chooses alike, whatever ids Tune drew and in whatever order the records come. The
+    search stage's records as the driver holds them (the Optuna number of each) go through the driver's own reading
+    (`trial_curves`); among the stopped trials, ranked at their common rung, ties go the same way; a trial without an
+    Optuna number (a benchmark's grid) comes after those with one."""
+    from raycse.driver.confirmation import trial_curves
+    from raycse.driver.outcome import TrialRecord
+    from raycse.records import SEARCH
+
+    def record(trial_id, key, number, status, curve):
+        return TrialRecord(trial_id=trial_id, stage=SEARCH, family="simcse", params={"tau": 0.05}, seed=42,
+                           config_key=key, best_objective=max(v for _, v in curve), best_step=curve[-1][0],
+                           steps=curve[-1][0], status=status, checkpoint=None, optuna_number=number, curve=curve)
+
+    records = [record("f3c2a0b1", "sampled-first", 0, FINISHED, [(2, 80.0), (4, 87.09)]),
+               record("0aa1b2c3", "sampled-second", 1, FINISHED, [(2, 87.09), (4, 85.0)]),
+               record("00000000", "no-number", None, FINISHED, [(2, 87.09), (4, 87.09)]),
+               record("e9d8c7b6", "stopped-first", 2, STOPPED, [(2, 70.0)]),
+               record("1a2b3c4d", "stopped-second", 3, STOPPED, [(2, 70.0), (4, 90.0)])]
+    for order in itertools.permutations(records):
+        ranked = rank_for_confirmation(trial_curves(list(order)), 5)
+        assert [r.key for r in ranked] == ["sampled-first", "sampled-second", "no-number", "stopped-first",
+                                           "stopped-second"], [r.trial_id for r in ranked]
+    # the choice follows the ranking: without a choosing block, the first ranked wins
+    ranked = rank_for_confirmation(trial_curves(records[1::-1]), 1)
+    assert choose_winner([ConfigScores(r.key, r.rank) for r in ranked], cpu_plan()) == "sampled-first"
+
+
 def test_the_winner_is_recomputed_from_the_choosing_block():
     plan = ConfirmPlan(budget="full", top_k=2, choose_seeds=2, judge_seeds=2)
     seeds = plan.seeds()

@@ -271,7 +271,7 @@ def test_a_training_stopped_by_sigterm_and_one_on_ray_train_by_sighup_resume_to_
     client = MlflowClient(tracking_uri=uri)
     for name, signum, group, extra in (("alone", signal.SIGTERM, False, []),
                                        ("ray-train", signal.SIGHUP, True, ["--workers", "2"])):
-        out = tmp_path / name  # absolute: Ray Train's workers do not run in this working directory
+        out = tmp_path / name
         args = [*base, "--output-dir", str(out), *extra]
         stopped = Watched(args, tmp_path / f"{name}.log", tmp_path)
         # the first evaluation's checkpoint is written (Ray Train's workers print to their own logs)
@@ -293,34 +293,163 @@ def test_a_training_stopped_by_sigterm_and_one_on_ray_train_by_sighup_resume_to_
         assert run.info.status == "FINISHED", name
 
 
-# ----------------------------------------------------------------------------------------------- compare
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_a_comparison_stopped_by_sigterm_ends_cleanly_and_says_how_to_go_on(tmp_path, tiny_bert_dir):
-    """`raycse compare` stopped by SIGTERM in its first loss's search stage: exit 143, one line that says how to go
-    on (a comparison does not resume), nothing left running, the comparison's MLflow run KILLED."""
+def test_a_multi_worker_training_in_a_relative_folder_stopped_by_ctrl_c_and_sigterm_resumes_to_its_end(tmp_path,
+                                                                                                   tiny_bert_dir):
+    """`raycse train --workers 2` with a relative --output-dir (Ray Train's workers run in a working directory of their
+    own): stopped by Ctrl-C's SIGINT to the command (Ray Train would take it for its own abort), then, resumed, by
+    SIGTERM; each stop as a search's: its exit status and one line, nothing left running, the MLflow run KILLED and
+    the checkpoint where the command's folder says; `--resume` finishes it, one MLflow run, FINISHED."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    # 200 steps of 2 x 8 sentences: each stop comes 10 steps into a run, long before its end (the steps are fast)
+    args = [*with_values([arg for arg in TRAIN if arg != "--no-mlflow"], {
+        "--max-steps": "200", "--eval-steps": "10", "--max-sentences": "3200"}), "--model", str(tiny_bert_dir),
+        "--tracking-uri", uri, "--workers", "2", "--output-dir", "rel/out"]
+    out = tmp_path / "rel" / "out"
+    client = MlflowClient(tracking_uri=uri)
+
+    def the_run():
+        (run,) = client.search_runs([client.get_experiment_by_name("raycse-train").experiment_id],
+                                    f"tags.`raycse.output_dir` = '{out.resolve()}'")
+        return run
+
+    for name, signum, resume in (("ctrl-c", signal.SIGINT, []), ("sigterm", signal.SIGTERM, ["--resume"])):
+        before = last_checkpoint(out)
+        stopped = Watched([*args, *resume], tmp_path / f"{name}.log", tmp_path)
+        stopped.wait_for(lambda t, before=before: last_checkpoint(out) not in (None, before), "a new checkpoint")
+        stopped.stop(signum)
+        assert stopped.ended() == 128 + signum, (name, stopped.text()[-3000:])
+        said = "raycse: interrupted" if signum == signal.SIGINT else f"raycse: stopped by SIGTERM; {RESUME_TRAIN}"
+        assert last_line(stopped.text()) == said
+        assert [line for line in stopped.text().splitlines() if line.startswith("raycse:")] == [said]
+        assert not (out / "results.json").exists() and the_run().info.status == "KILLED", name
+
+    resumed = Watched([*args, "--resume"], tmp_path / "resumed.log", tmp_path)
+    assert resumed.ended() == 0, resumed.text()[-3000:]
+    results = json.loads((out / "results.json").read_text())
+    assert [point["step"] for point in results["dev_curve"]] == list(range(10, results["steps"] + 1, 10))
+    assert the_run().info.status == "FINISHED"
+
+
+def last_checkpoint(out: Path) -> tuple[int, int] | None:
+    """Which last/ checkpoint the training's folder holds (each is written beside and moved into place whole), or
+    None before its first."""
+    try:
+        found = os.stat(out / "last" / "training_state.pt")
+    except FileNotFoundError:
+        return None
+    return found.st_ino, found.st_mtime_ns
+
+
+# ----------------------------------------------------------------------------------------------- compare
+RESUME_COMPARE = "the same command with --resume continues the comparison"
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("few_sts_data")
+@pytest.mark.timeout(1800)
+def test_a_comparison_stopped_by_sigterm_then_killed_resumes_to_the_undisturbed_answer(tmp_path, tiny_bert_dir):
+    """`raycse compare` of two losses, stopped twice, each `--resume` going on from where the stop left it:
+    1. SIGTERM in the first loss's search stage: exit 143, one line saying that --resume continues it, nothing left
+       running, the comparison's MLflow run KILLED, no compare_summary.json;
+    2. SIGKILL of the driver and its Ray in the second loss's judging stage (once Tune's snapshot names the running
+       trial's newest checkpoint), the first loss's search finished.
+    Then `--resume` finishes it: the first loss's search read back and nothing of it trained again, the second's
+    judging continued; every trial once in MLflow and in the study; and its answer, compare_summary.json's arms and
+    pairs figure for figure, that of the same comparison run without a stop. Then a new comparison of that name is
+    refused, and so is a resume with the spaces in another order (exit 2, one line)."""
+    import optuna
     from test_compare import write_loss_space
+    from test_search import runs_of, snapshot_names_newest_checkpoints
 
     objective = small_dev_file(tmp_path)
-    spaces = [write_loss_space(tmp_path / "spaces", tiny_bert_dir, loss, objective=objective, num_samples=1,
+    spaces = [write_loss_space(tmp_path / "spaces", tiny_bert_dir, loss, objective=objective, num_samples=2,
                                confirm="{top_k: 1, judge_seeds: 2}") for loss in ("simcse", "focal")]
-    for space in spaces:  # long enough a trial to be stopped in the middle of it
-        space.write_text(space.read_text().replace("max_steps: 4", "max_steps: 200"))
+    for space in spaces:  # trials long enough to be stopped in the middle
+        space.write_text(space.read_text().replace("max_steps: 4", "max_steps: 40"))
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    args = ["compare", *(arg for space in spaces for arg in ("--space", str(space))), "--budget", "full",
-            "--tracking-uri", uri, "--storage-path", str(tmp_path / "ray"), "--output-dir", str(tmp_path / "out")]
-    stopped = Watched(args, tmp_path / "compare.log", tmp_path)
-    stopped.wait_for(lambda t: step_lines(t, "search"), "a search evaluation")
-    stopped.stop(signal.SIGTERM)
-    assert stopped.ended() == 143, stopped.text()[-3000:]
-    line = last_line(stopped.text())
-    assert line == ("raycse: stopped by SIGTERM; a comparison does not resume: run it again under another "
-                    "--experiment (docs/compare.md)")
+
+    def compare(name: str, *extra: str, order=spaces) -> list[str]:
+        return ["compare", *(arg for space in order for arg in ("--space", str(space))), "--budget", "full",
+                "--tracking-uri", uri, "--storage-path", str(tmp_path / "ray"), "--experiment", name,
+                "--output-dir", str(tmp_path / name), *extra]
+
+    first = Watched(compare("cmp"), tmp_path / "first.log", tmp_path)
+    first.wait_for(lambda t: step_lines(t, "search"), "a search evaluation")
+    first.stop(signal.SIGTERM)
+    assert first.ended() == 143, first.text()[-3000:]
+    assert last_line(first.text()) == f"raycse: stopped by SIGTERM; {RESUME_COMPARE}"
     client = MlflowClient(tracking_uri=uri)
-    (comparison,) = client.search_runs([client.get_experiment_by_name("compare-simcse-focal").experiment_id],
-                                       "tags.`raycse.compare` = 'compare-simcse-focal'")
-    assert comparison.info.status == "KILLED"
-    assert not (tmp_path / "out" / "compare_summary.json").exists()
+    (comparison,) = client.search_runs([client.get_experiment_by_name("cmp").experiment_id],
+                                       "tags.`raycse.compare` = 'cmp'")
+    assert comparison.info.status == "KILLED" and "loss 2 of 2" not in first.text()
+    assert not (tmp_path / "cmp" / "compare_summary.json").exists()
+
+    def judging_the_second(text: str) -> bool:
+        second = text.partition("loss 2 of 2")[2]
+        return bool(step_lines(second, "judge")) and any(
+            snapshot_names_newest_checkpoints(path) for path in (tmp_path / "ray").glob("cmp-focal-judge*"))
+
+    killed = Watched(compare("cmp", "--resume"), tmp_path / "second.log", tmp_path)
+    killed.wait_for(judging_the_second, "a judging evaluation of the second loss with its checkpoint")
+    killed.stop(signal.SIGKILL, group=True)  # the driver and the Ray runtime it started, as a lost machine
+    assert killed.ended() == -signal.SIGKILL
+    assert "Resuming comparison 'cmp'" in killed.text() and "simcse started; focal not started" in killed.text()
+
+    last = Watched(compare("cmp", "--resume"), tmp_path / "last.log", tmp_path)
+    assert last.ended(timeout=900) == 0, last.text()[-3000:]
+    text = last.text()
+    assert "simcse finished; focal started" in text and "simcse: its search finished before" in text
+    loss_one = text.partition("loss 2 of 2")[0]
+    assert not step_lines(text, "search")  # the second loss's search stage had finished
+    assert not [line for line in loss_one.splitlines() if line.startswith("trial ") and " step " in line]
+
+    plain = Watched(compare("plain"), tmp_path / "plain.log", tmp_path)
+    assert plain.ended(timeout=900) == 0, plain.text()[-3000:]
+    resumed, undisturbed = (json.loads((tmp_path / name / "compare_summary.json").read_text())
+                            for name in ("cmp", "plain"))
+    assert the_answer(resumed) == the_answer(undisturbed)
+    for got, expected in zip(resumed["arms"] + resumed["pairs"], undisturbed["arms"] + undisturbed["pairs"]):
+        for key in ("seeds", "mean", "low", "high", "p", "p_holm"):
+            if key in expected:
+                assert got[key] == pytest.approx(expected[key], abs=1e-9), key
+
+    # trained once: every trial of each loss's search once in MLflow (none lost and replaced) and in its study
+    for loss in ("simcse", "focal"):
+        parent, children = runs_of(client, f"cmp-{loss}")
+        assert parent.info.status == "FINISHED"
+        assert all(r.info.status == "FINISHED" and r.data.tags["raycse.status"] == "finished" for r in children)
+        searched = [r.data.tags["raycse.trial_id"] for r in children if r.data.tags["raycse.stage"] == "search"]
+        judged = [(r.data.tags["raycse.config_key"], r.data.tags["raycse.seed"]) for r in children
+                  if r.data.tags["raycse.stage"] == "judge"]
+        assert len(searched) == 2 == len(set(searched)) and judged and len(judged) == len(set(judged))
+        assert not client.search_runs([parent.info.experiment_id], run_view_type=ViewType.DELETED_ONLY)
+        study = optuna.load_study(study_name=f"cmp-{loss}", storage=f"sqlite:///{tmp_path / 'optuna.db'}")
+        assert sorted(t.user_attrs["ray_trial_id"] for t in study.trials) == sorted(searched)
+    (comparison,) = client.search_runs([client.get_experiment_by_name("cmp").experiment_id],
+                                       "tags.`raycse.compare` = 'cmp'")
+    children = client.search_runs([comparison.info.experiment_id],
+                                  f"tags.`mlflow.parentRunId` = '{comparison.info.run_id}'")
+    assert comparison.info.status == "FINISHED" and len(children) == 2
+    assert all(child.info.status == "FINISHED" for child in children)
+
+    for args, words in ((compare("cmp"), "--resume continues it"),
+                        (compare("cmp", "--resume", order=spaces[::-1]), "compares simcse,focal")):
+        refused = subprocess.run([sys.executable, "-m", "raycse", *args], capture_output=True, text=True,
+                                 cwd=tmp_path, timeout=300)
+        assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+        assert refused.stderr.startswith("raycse: error:") and words in refused.stderr, refused.stderr
+
+
+def the_answer(summary: dict) -> dict:
+    """What a comparison answers, without its names (the experiments, the runs): the design, each loss's winner and
+    published point, each arm's configuration and runs, each pair's verdict."""
+    return {"seeds": summary["seeds"], "budget": summary["budget_per_loss"],
+            "losses": {loss: (facts["winner"], facts["published"]) for loss, facts in summary["losses"].items()},
+            "arms": [(arm["name"], arm["params"], sorted(arm["seeds"]), arm["failed"], arm["ran"])
+                     for arm in summary["arms"]],
+            "pairs": [(pair["a"], pair["b"], pair["n"], pair["verdict"]) for pair in summary["pairs"]]}
 
 
 # ------------------------------------------------------------------------------------------------- Slurm

@@ -55,7 +55,7 @@ def compare_inputs(spaces: Any, given: dict[str, Any]) -> tuple[list[SearchSpace
     if isinstance(spaces, (str, os.PathLike)) or not isinstance(spaces, (list, tuple)):
         raise ConfigError.at("space", f"must be a list of space files, got {shown(spaces)}")
     values = checked(COMPARE_OPTIONS, {option.name: given[option.name] for option in COMPARE_OPTIONS})
-    name, out = values.pop("experiment"), values.pop("output_dir")
+    name, out, resume = values.pop("experiment"), values.pop("output_dir"), values.pop("resume")
     loaded, options = [], None
     for space in spaces:
         space, options = search_inputs(space, {**values, "confirm": True, "resume": False, "experiment": None})
@@ -65,7 +65,7 @@ def compare_inputs(spaces: Any, given: dict[str, Any]) -> tuple[list[SearchSpace
 
     if not loaded:
         raise ConfigError.at("space", "a comparison needs at least two spaces, got 0")
-    options = SearchOptions(**options, comparison=True)
+    options = SearchOptions(**{**options, "resume": resume}, comparison=True)
     check_comparison(loaded, options)
     name = check_name("experiment", name if name is not None else "compare-" + "-".join(map(label_of, loaded)))
     return loaded, options, name, Path(check_writable_dir("output_dir", out))

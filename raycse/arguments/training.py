@@ -20,7 +20,8 @@ TRAIN_DERIVED_DEFAULTS = {
 
 
 def prepare_training(output_dir: str, resume: bool, settings: dict[str, Any]) -> TrainConfig:
-    """The validated TrainConfig of a training, its output directory checked (nothing read, nothing written)."""
+    """The validated TrainConfig of a training, its output directory checked (nothing read, nothing written), every
+    local file and folder it names by its absolute path."""
     import dataclasses
 
     from raycse.losses import hyperparameter_catalogue
@@ -51,7 +52,7 @@ def prepare_training(output_dir: str, resume: bool, settings: dict[str, Any]) ->
     if config.workers > 1 and not os.environ.get("RAY_ADDRESS") and config.workers > (os.cpu_count() or 1):
         raise ConfigError.at("workers", f"{config.workers} workers of one CPU each on a machine with "
                                         f"{os.cpu_count()}: Ray would wait for them forever")
-    return config
+    return config.with_absolute_paths()  # Ray Train's workers run in a working directory of their own
 
 
 def _check_output_dir(output_dir: str, resume: bool) -> None:

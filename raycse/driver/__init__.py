@@ -12,6 +12,7 @@
     outcome.py       the typed records a search produces (trials, confirmed configurations, the outcome) and
                      how a trial ended (finished once it reached its last step)
     loaded.py        a finished search's outcome read back from its records (`raycse.load`)
+    standing.py      where a search stands in its stores: not started, started (to resume) or finished (read back)
     summary.py       search_summary.json, the file every view of a search reads
     progress.py      how far along a search is, as a person watching it reads it
     time_left.py     how long a stage has left: each trial's own pace, its planned test scoring, the slots

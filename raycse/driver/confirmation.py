@@ -36,7 +36,7 @@ def seeds_on_test(space: SearchSpace, budget: str) -> tuple[int, ...]:
 
 
 def trial_curves(searched: list[TrialRecord]) -> list[TrialCurve]:
-    """The search stage's trials as the ranking reads them: status and dev curve."""
+    """The search stage's trials as the ranking reads them: status, dev curve and the order Optuna sampled them in."""
     curves = []
     for record in searched:
         if record.stage != SEARCH:
@@ -44,7 +44,8 @@ def trial_curves(searched: list[TrialRecord]) -> list[TrialCurve]:
         curve = tuple(record.curve)
         if not curve and record.best_objective is not None:  # a replayed trial: its best evaluation only
             curve = ((record.best_step, record.best_objective),)
-        curves.append(TrialCurve(key=record.config_key, status=record.status, curve=curve, trial_id=record.trial_id))
+        curves.append(TrialCurve(key=record.config_key, status=record.status, curve=curve, trial_id=record.trial_id,
+                                  order=record.optuna_number))
     return curves
 
 

@@ -61,20 +61,32 @@ def open_space_inputs(space: SearchSpace, budget: str = "auto") -> None:
                 raise ConfigError(f"{space.path}: {prefix}{family} at {culprit}: {err}") from None
 
 
-def _check_storage(space: SearchSpace, options: SearchOptions) -> str:
-    """The storage path, and whether a search is there; returns the search's path (storage/experiment)."""
+def search_location(space: SearchSpace, options: SearchOptions) -> tuple[str, bool]:
+    """The search's path (storage/experiment, the storage path checked) and whether a search has started there (its
+    Tune state is there: `--resume` continues it). Reads only.
+
+    Returns:
+        (the search's path, whether a search is there).
+
+    Example:
+        path, started = search_location(space, options)
+    """
     name = layout.experiment_dir_name(space.experiment)
     storage, flag = options.storage_path, options.store_flags.get("storage_path", "storage_path")
     if "://" in storage:  # s3://, gs://: Tune itself says whether it can restore
         from ray import tune
 
         search_path = f"{storage.rstrip('/')}/{name}"
-        exists = tune.Tuner.can_restore(search_path)
-    else:
-        local = check_writable_dir(flag, storage).resolve()
-        search_path = str(local / name)
-        check_path_text(flag, search_path)
-        exists = (local / name / TUNER_STATE).is_file()
+        return search_path, tune.Tuner.can_restore(search_path)
+    local = check_writable_dir(flag, storage).resolve()
+    search_path = str(local / name)
+    check_path_text(flag, search_path)
+    return search_path, (local / name / TUNER_STATE).is_file()
+
+
+def _check_storage(space: SearchSpace, options: SearchOptions) -> str:
+    """The storage path, and whether a search is there; returns the search's path (storage/experiment)."""
+    search_path, exists = search_location(space, options)
     if options.resume and not exists:
         raise ConfigError.at("resume", f"no search to resume at {search_path!r}")
     if not options.resume and exists:

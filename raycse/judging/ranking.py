@@ -16,13 +16,15 @@ from raycse.records import FINISHED, STOPPED
 
 @dataclass(frozen=True)
 class TrialCurve:
-    """One search-stage trial: its configuration, how it ended (finished, stopped, diverged or failed) and its
-    dev curve as (step, value) pairs."""
+    """One search-stage trial: its configuration, how it ended (finished, stopped, diverged or failed), its
+    dev curve as (step, value) pairs, and its place in the search's own order (`order`: the Optuna trial number,
+    the order the searcher sampled it in; None where the search has no such number, a grid's trial)."""
 
     key: str
     status: str
     curve: tuple[tuple[int, float], ...]
     trial_id: str = ""
+    order: int | None = None
 
 
 @dataclass(frozen=True)
@@ -44,13 +46,26 @@ def _best(curve: Sequence[tuple[int, float]], up_to: int | None = None) -> float
     return max(values) if values else None
 
 
+def search_order(trial: TrialCurve) -> tuple[bool, int, str]:
+    """Where a trial stands in its search's own order: by its Optuna number, the order it was sampled in; a trial
+    without one (a grid's: Tune numbers its trials in order in their ids) after those, by its trial id."""
+    return (trial.order is None, trial.order or 0, trial.trial_id)
+
+
 def rank_for_confirmation(trials: Sequence[TrialCurve], top_k: int) -> tuple[Ranked, ...]:
     """The top_k configurations of the search stage, ranked on a common footing; one entry per configuration.
 
     Finished trials first, by their best value over the full run (a trial ASHA let finish beat its rung peers).
     Only if fewer than top_k configurations finished do the stopped trials follow, each by its best value up to
     the last rung step every stopped trial reached: values read at different budgets are never compared.
-    Diverged and failed trials are never ranked. Ties go to the earlier trial id.
+    Diverged and failed trials are never ranked. Ties go to the trial the search sampled first (`search_order`),
+    so that the same search, run again with the same seeds, ranks alike: Tune's trial ids are random.
+
+    Example:
+        >>> tied = [TrialCurve("b", FINISHED, ((4, 87.09),), "0aa1", order=1),
+        ...         TrialCurve("a", FINISHED, ((4, 87.09),), "f3c2", order=0)]
+        >>> [r.key for r in rank_for_confirmation(tied, 1)]
+        ['a']
     """
     finished = [(t, _best(t.curve)) for t in trials if t.status == FINISHED]
     stopped = [t for t in trials if t.status == STOPPED and _best(t.curve) is not None]
@@ -58,7 +73,8 @@ def rank_for_confirmation(trials: Sequence[TrialCurve], top_k: int) -> tuple[Ran
     seen: set[str] = set()
 
     def take(entries: list[tuple[TrialCurve, float | None]], up_to: int | None) -> None:
-        for trial, score in sorted((e for e in entries if e[1] is not None), key=lambda e: (-e[1], e[0].trial_id)):
+        scored = [entry for entry in entries if entry[1] is not None]
+        for trial, score in sorted(scored, key=lambda entry: (-entry[1], *search_order(entry[0]))):
             if len(ranked) < top_k and trial.key not in seen:
                 seen.add(trial.key)
                 ranked.append(Ranked(trial.key, len(ranked) + 1, trial.status, score, up_to, trial.trial_id))

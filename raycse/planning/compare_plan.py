@@ -67,7 +67,12 @@ def plan_comparison(spaces: list[SearchSpace], options: SearchOptions, name: str
     for space in spaces:
         label = label_of(space)
         renamed = dataclasses.replace(space, experiment=loss_experiment(name, label))
-        searches[label] = plan_search(renamed, values, step_ms=step_ms, gpus=gpus, **extra)
+        loss_values = values
+        if options.resume and "://" not in options.storage_path:  # a resumed comparison starts the searches not begun
+            from raycse.driver.preflight import search_location
+
+            loss_values = {**values, "resume": search_location(renamed, options)[1]}
+        searches[label] = plan_search(renamed, loss_values, step_ms=step_ms, gpus=gpus, **extra)
     return ComparePlan(name, searches)
 
 

@@ -88,7 +88,19 @@ def latest_summary(tracker: Tracker) -> tuple[str, dict]:
     """The experiment's latest search: its parent run's id and its search_summary.json (`raycse report`,
     `raycse export`), its paths (the Optuna storage, the checkpoints) read where the search's folder is now."""
     parent_run_id = _latest_parent_run(tracker)
-    return parent_run_id, tracker.relocation.values(_read_summary(tracker, parent_run_id))
+    return parent_run_id, recorded_summary(tracker, parent_run_id)
+
+
+def recorded_summary(tracker: Tracker, parent_run_id: str) -> dict:
+    """The search_summary.json of a search's parent run, its paths read where the search's folder is now.
+
+    Returns:
+        the summary's contents (a ConfigError when the run has none: the search did not finish).
+
+    Example:
+        summary = recorded_summary(Tracker.existing(uri, "raycse-focal"), parent_run_id)
+    """
+    return tracker.relocation.values(_read_summary(tracker, parent_run_id))
 
 
 def _latest_parent_run(tracker: Tracker) -> str:

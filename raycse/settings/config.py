@@ -42,7 +42,7 @@ COMPILE_POLICIES = ("auto", "always", "never")
 
 def setting(default: Any = None, help: str = "", *, searchable: bool = False, choices: tuple | None = None,
             factory: Any = None, flag: bool = True, low: float | None = None, high: float | None = None,
-            strict: bool = False, check: Any = None, read: Any = None) -> Any:
+            strict: bool = False, check: Any = None, read: Any = None, local: Any = None) -> Any:
     """A TrainConfig field with what the command line, the space files and validation need to know about it.
 
     searchable: a space file may search it like a loss hyperparameter (lr, batch_size, pooler, ...).
@@ -50,9 +50,11 @@ def setting(default: Any = None, help: str = "", *, searchable: bool = False, ch
     low, high, strict: the range of a number (an integer's `high` defaults to what every library takes whole).
     check: `check(name, value)` raises ConfigError when the value cannot be right (cheap: at most a stat).
     read: `read(config, name, cache)` opens what the value names far enough to know the run can use it.
+    local: `local(value)` says whether the value names a local file or folder (made absolute at the edge:
+        `TrainConfig.with_absolute_paths`).
     """
     metadata = {"help": help, "searchable": searchable, "choices": choices, "flag": flag, "low": low, "high": high,
-                "strict": strict, "check": check, "read": read}
+                "strict": strict, "check": check, "read": read, "local": local}
     if factory is not None:
         return field(default_factory=factory, metadata=metadata)
     return field(default=default, metadata=metadata)
@@ -63,7 +65,7 @@ class TrainConfig:
     """Everything one training needs. Defaults are SimCSE's unsupervised recipe on the packaged MiniLM."""
 
     model: str = setting("minilm", "'minilm' (the packaged all-MiniLM-L6-v2), a local model directory or a hub id",
-                         check=inputs.check_model, read=inputs.open_model)
+                         check=inputs.check_model, read=inputs.open_model, local=inputs.local_model)
     loss: str = setting(DEFAULT_LOSS, "the loss (see `raycse train --help` for the list)")
     reg: str | None = setting(None, "add a regulariser with weight --lambda: dcl | barlow")
     hparams: dict[str, float] = setting(help="loss hyperparameters under the papers' names", factory=dict, flag=False)
@@ -95,18 +97,18 @@ class TrainConfig:
     objective: str = setting("stsb_dev", "what selects the best checkpoint and drives the search: stsb_dev "
                              "(STS-B dev Spearman), sts_dev_avg (mean of STS-B dev and SICK-R dev, as DCLR "
                              "selects), or a TSV/CSV file of sentence pairs with gold scores",
-                             check=inputs.check_objective, read=inputs.open_objective)
+                             check=inputs.check_objective, read=inputs.open_objective, local=inputs.local_file)
     objective_columns: str | None = setting(None, "for an objective file: its two sentence columns and score "
                                             "column, comma-separated (default: sentence1,sentence2,score)",
                                             check=inputs.check_dev_columns)
     corpus: str = setting(BUNDLED_CORPUS, "unsupervised sentences: a text file (one a line), an http(s) URL or "
                           "hf:NAME[:SPLIT[:COLUMN]] (default: the bundled Wikipedia sample; synthetic-wiki1m: a "
                           "million sentences recombined from it, for timing the papers' scale offline)",
-                          check=inputs.check_corpus, read=inputs.open_training_data)
+                          check=inputs.check_corpus, read=inputs.open_training_data, local=inputs.local_file)
     sup_data: str | None = setting(None, "supervised triplets: an NLI csv with sent0, sent1, hard_neg (SimCSE's "
                                    f"format; a file or an http(s) URL), or '{BUNDLED_NLI}' (a small demonstration "
                                    "set built from SICK)",
-                                   check=inputs.check_nli, read=inputs.open_training_data)
+                                   check=inputs.check_nli, read=inputs.open_training_data, local=inputs.local_file)
     replace_bad_bytes: bool = setting(False, "decode non-UTF-8 corpus bytes as U+FFFD instead of stopping")
     max_sentences: int | None = setting(None, "use only the first N sentences (or triplets) of the data", low=1)
     seed: int = setting(42, "fixes initialisation, data order, dropout masks and noise negatives", low=0,
@@ -115,7 +117,8 @@ class TrainConfig:
     gpus_per_worker: float = setting(0.0, "GPUs per worker (fractions share a GPU)", low=0.0)
     complementary: str | None = setting(None, "DCLR's frozen complementary model (the paper: a trained SimCSE "
                                         "model; default: a frozen copy of the start weights)",
-                                        check=inputs.check_complementary, read=inputs.open_model)
+                                        check=inputs.check_complementary, read=inputs.open_model,
+                                        local=inputs.local_model)
     precision: str = setting("auto", "auto: bf16 autocast on CUDA (fp16 where unsupported), fp32 on CPU",
                              choices=PRECISIONS)
     compile: str = setting("auto", "torch.compile with CUDA graphs (CUDA only): auto compiles when the "
@@ -127,7 +130,7 @@ class TrainConfig:
                                       "write; 1: at every evaluation", low=0.0, high=1.0, strict=True, flag=False)
     trust_remote_code: bool = setting(False, "let transformers run code shipped with the model")
     output_dir: str | None = setting(None, "where best/, last/ and results.json go", flag=False,
-                                     check=inputs.check_output_dir)
+                                     check=inputs.check_output_dir, local=inputs.always_local)
 
     @property
     def supervised(self) -> bool:
@@ -141,6 +144,28 @@ class TrainConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    def with_absolute_paths(self) -> TrainConfig:
+        """The same settings with every local file and folder they name given by its absolute path (each field's
+        `local` rule says which values are paths): a process that runs in another working directory (a Ray Train
+        worker) reads and writes what this one would.
+
+        Returns:
+            a new TrainConfig (this one is left as it is).
+
+        Example:
+            >>> import os
+            >>> TrainConfig(output_dir="runs/a").with_absolute_paths().output_dir == os.path.abspath("runs/a")
+            True
+        """
+        import os
+
+        changes = {}
+        for f in dataclasses.fields(self):
+            local, value = f.metadata.get("local"), getattr(self, f.name)
+            if local is not None and isinstance(value, str) and local(value):
+                changes[f.name] = os.path.abspath(os.path.expanduser(value))
+        return dataclasses.replace(self, **changes)
 
     @classmethod
     def from_dict(cls, values: dict[str, Any], where: str = "config") -> TrainConfig:

@@ -90,6 +90,31 @@ def _check_file(name: str, value: str) -> None:
         raise ConfigError(f"file {shown(value)} does not exist")
 
 
+# ------------------------------------------------------------------------------------------------ local paths
+# A setting's `local` rule: whether its value names a local file or folder (not a name, a URL or a hub id). Such a
+# value is made absolute at the edge (TrainConfig.with_absolute_paths): Ray Train's workers run in a working
+# directory of their own, where a relative path names nothing.
+def local_model(value: str) -> bool:
+    """A model setting that names a local directory (not the packaged alias, not a hub id)."""
+    from raycse.encoder.loading import PACKAGED_MODEL_ALIAS
+
+    return value != PACKAGED_MODEL_ALIAS and Path(value).expanduser().is_dir()
+
+
+def local_file(value: str) -> bool:
+    """A data or objective setting that names a local file (not a bundled set, a named objective, a URL or hf:)."""
+    from raycse.evaluation.sts import OBJECTIVES
+
+    named = (BUNDLED_CORPUS, SYNTHETIC_WIKI1M, BUNDLED_NLI, *OBJECTIVES)
+    return (value not in named and not value.startswith(("http://", "https://", "hf:"))
+            and Path(value).expanduser().is_file())
+
+
+def always_local(value: str) -> bool:
+    """A folder the run writes (its output directory): a local path whether it exists yet or not."""
+    return True
+
+
 # ------------------------------------------------------------------------------------------------ opening
 def open_model(config, name: str, cache: dict) -> None:
     """The model's files load: config.json, the weights' headers, the tokenizer and its vocabulary."""

@@ -87,6 +87,8 @@ SEARCH_OPTIONS = (
 
 COMPARE_OPTIONS = tuple(option for option in SEARCH_OPTIONS
                         if option.name not in ("confirm", "resume", "experiment")) + (
+    Option("resume", bool, False, "continue an interrupted comparison (the same spaces, stores and name): each "
+           "loss's finished search is read back, the interrupted one continues, the others start"),
     Option("experiment", str, None, "the comparison's name: its MLflow experiment; each loss's search is the "
            "experiment NAME-LOSS (default: compare-LOSS1-LOSS2...)"),
     Option("output_dir", str, "compare", "where compare_summary.json goes", path=True),

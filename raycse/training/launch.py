@@ -24,7 +24,6 @@ from raycse.records import (
 )
 from raycse.settings.config import TrainConfig
 from raycse.tracking.tracker import Tracker, training_params
-from raycse.training import stop_signals
 
 # the best checkpoint's figures (the dev curve itself is logged step by step, so not again here)
 FINAL_FIGURES = (*FINAL_KEYS, BEST_OBJECTIVE, BEST_STEP, SENTENCES_PER_S, "wall_seconds")
@@ -95,13 +94,12 @@ def run_training(config: TrainConfig, tracking_uri: str | None = None, resume: b
         if config.workers == 1:
             results = train(config, on_eval=on_eval, on_step=_progress, resume=resume, examples=examples)
         else:
-            from raycse.training.ray_runtime import start_ray, torch_trainer
+            from raycse.training.ray_runtime import fit_stopping_in_order, start_ray, torch_trainer
 
             start_ray()
-            with tempfile.TemporaryDirectory(prefix="raycse-") as ray_storage, stop_signals.kept():  # Ray Train's
-                # run state; its fit leaves a SIGINT handler of its own, raycse's come back after it
-                torch_trainer(_train_worker, config, cpus_per_worker=1, storage_path=ray_storage, name="train",
-                              resume=resume).fit()
+            with tempfile.TemporaryDirectory(prefix="raycse-") as ray_storage:  # Ray Train's run state
+                fit_stopping_in_order(torch_trainer(_train_worker, config, cpus_per_worker=1, storage_path=ray_storage,
+                                                    name="train", resume=resume))
             results = json.loads((Path(config.output_dir) / "results.json").read_text())
             if tracker:
                 for point in results["dev_curve"]:

@@ -132,3 +132,42 @@ def torch_trainer(worker_loop, config, cpus_per_worker: float, storage_path: str
                                        failure_config=ray.train.FailureConfig(max_failures=2)),
         resume_from_checkpoint=resume_from_checkpoint,
     )
+
+
+def fit_stopping_in_order(trainer):
+    """`trainer.fit()` (a TorchTrainer's) from a command's main thread, stopped as a search stops: the first SIGINT,
+    SIGTERM or SIGHUP aborts the run (Ray Train's controller ends its workers), then `Stopped` (a KeyboardInterrupt)
+    is raised, so that `raycse train --workers W` ends with 130, 143 or 129 and one line, and `--resume` continues
+    from the last checkpoint; a second signal stops at once (raycse/training/stop_signals.py).
+
+    Ray Train (2.60) installs a SIGINT handler of its own when fit runs in a main thread, which aborted the run and
+    let the command go on to read results that were never written. It installs it in one method, given the run's
+    controller: here that method keeps the controller instead, for raycse's handler to abort.
+
+    Returns:
+        what `fit()` returns (its `Result`).
+
+    Example:
+        result = fit_stopping_in_order(torch_trainer(loop, config, cpus_per_worker=1, storage_path=tmp, name="train"))
+    """
+    from raycse.training import stop_signals
+
+    controllers: list = []
+    trainer._register_sigint_handler = controllers.append  # Ray Train's own Ctrl-C handler, not installed
+
+    def abort() -> None:
+        for controller in controllers:
+            controller.abort.remote()
+
+    failed = None
+    with stop_signals.kept(), stop_signals.graceful(abort) as stop:
+        try:
+            result = trainer.fit()
+        except Exception as err:  # noqa: BLE001 - an aborted run fails with its controller: raised below if no stop
+            failed, result = err, None
+    if stop.signum is not None:
+        raise stop_signals.Stopped(stop.signum)
+    if failed is not None:
+        raise failed
+    return result
+

@@ -40,7 +40,7 @@ STOP_WITHIN_S = 25.0
 CONTINUE = {
     "search": "the same command with --resume continues the search",
     "train": "the same command with --resume continues the training from its last checkpoint",
-    "compare": "a comparison does not resume: run it again under another --experiment (docs/compare.md)",
+    "compare": "the same command with --resume continues the comparison",
 }
 
 
