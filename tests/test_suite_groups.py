@@ -41,7 +41,9 @@ def test_the_run_s_end_finds_a_process_a_test_left_running_whoever_reaps_it():
 
     assert os.environ[RUN_MARK]
     # a child that starts a sleeper of its own and ends at once: the sleeper is nobody's child here
-    script = "import subprocess, sys; print(subprocess.Popen(['sleep', '60']).pid)"
+    # (its output elsewhere: a sleeper holding the pipe would keep `run` waiting until it ends)
+    script = ("import subprocess, sys; print(subprocess.Popen(['sleep', '60'], stdin=subprocess.DEVNULL, "
+              "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid)")
     orphan = int(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout)
     try:
         assert orphan in {proc.pid for proc in processes_left_behind()}
