@@ -147,7 +147,7 @@ def test_the_disk_rule_of_the_recorded_search_gives_what_its_folder_kept_within_
 def test_a_gpu_plan_is_never_timed_on_this_cpu(monkeypatch):
     from raycse.planning import dry_run
 
-    monkeypatch.setattr(dry_run, "measure_here", lambda *a, **k: pytest.fail("a GPU plan measured a CPU step"))
+    monkeypatch.setattr(dry_run, "measure", lambda *a, **k: pytest.fail("a GPU plan measured a CPU step"))
     plan = raycse.plan("focal", gpus=1, budget="full")  # auto: eight MiniLM trials a GPU, the step recorded with 8
     assert plan.step_ms == pytest.approx(46.94)
     assert "step-speed/2026-11-22-h100/concurrent.json" in plan.rates.step.source
