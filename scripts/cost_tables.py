@@ -81,7 +81,7 @@ def rows() -> list[str]:
 def measured_runs() -> list[str]:
     """The model fed the trials each stage ran, beside what two runs took (tests/test_costs.py holds them within a
     quarter): the H100 run from figures recorded on another day; the CPU main job with its own step and evaluation
-    seconds (what the dry run measures on this machine before a CPU search)."""
+    seconds (the very record a CPU dry run of MiniLM prices its step from)."""
     import raycse
     from raycse.planning import cost_figures
     from raycse.planning.cost_model import Figure

@@ -88,7 +88,7 @@ def latest_summary(tracker: Tracker) -> tuple[str, dict]:
     """The experiment's latest search: its parent run's id and its search_summary.json (`raycse report`,
     `raycse export`), its paths (the Optuna storage, the checkpoints) read where the search's folder is now."""
     parent_run_id = _latest_parent_run(tracker)
-    return parent_run_id, tracker.relocation.values(_read_summary(tracker, parent_run_id))
+    return parent_run_id, tracker.relocation.values(read_summary(tracker, parent_run_id))
 
 
 def _latest_parent_run(tracker: Tracker) -> str:
@@ -99,7 +99,24 @@ def _latest_parent_run(tracker: Tracker) -> str:
     return parents[0].info.run_id
 
 
-def _read_summary(tracker: Tracker, run_id: str) -> dict:
+def read_summary(tracker: Tracker, run_id: str) -> dict:
+    """The search_summary.json of the search whose parent run is `run_id`, as it was written (its paths as
+    recorded).
+
+    Args:
+        tracker: the experiment's Tracker.
+        run_id: the search's parent run.
+
+    Returns:
+        The summary's contents.
+
+    Raises:
+        ConfigError: the run has no summary (its search did not finish, or predates summaries).
+
+    Example:
+        >>> read_summary(Tracker.existing("sqlite:///mlflow.db", "raycse-focal"), run_id)["budget"]  # doctest: +SKIP
+        'cpu'
+    """
     from mlflow.exceptions import MlflowException
 
     with tempfile.TemporaryDirectory() as tmp, _no_progress_bar():
