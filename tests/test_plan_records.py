@@ -172,3 +172,20 @@ def test_a_dry_run_stopped_while_it_measures_says_it_was_a_dry_run(tmp_path, tin
     assert text.strip().splitlines()[-1] == ("raycse: stopped by SIGTERM; the dry run was stopped: it ran, created "
                                              "and started nothing, so nothing is left to continue")
     assert "--resume" not in text and "Traceback" not in text and "Plan of" not in text
+
+
+def test_a_models_weights_and_shape_are_read_without_building_it(tiny_bert_dir):
+    """From config.json and the safetensors headers (and, for the paper budgets' hub model, from its shape by BERT's
+    layout): the same bytes and shape as the model built on torch's meta device, as the dry run counted them before."""
+    import torch
+    from transformers import BertModel
+
+    from raycse.bench.synthetic import bert_config
+    from raycse.planning import model_facts as facts
+
+    for model in ("minilm", str(tiny_bert_dir)):
+        assert facts.model_facts(model) == facts._built_on_meta(model, False), model
+    assert facts.model_facts("minilm") == (90_852_864, "minilm") and facts.model_facts(str(tiny_bert_dir))[1] == "tiny"
+    with torch.device("meta"):
+        built = BertModel(bert_config("bert-base", facts.BERT_UNCASED_VOCAB, "eager"))
+    assert facts.model_facts("bert-base-uncased") == (4 * sum(p.numel() for p in built.parameters()), "bert-base")
