@@ -13,7 +13,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-
 CONFIDENCE = 0.95
 
 
