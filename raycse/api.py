@@ -126,9 +126,10 @@ def compare(spaces: list[str | os.PathLike | SearchSpace], *, num_samples: int |
     """
     loaded, options, name, out_dir = compare_inputs(spaces, dict(locals()))
     from raycse.comparing import run_comparison
+    from raycse.driver.state import say
     from raycse.planning.compare_plan import plan_comparison
-    return (plan_comparison(loaded, options, name) if dry_run  # its plan and cost, nothing run (--dry-run)
-            else run_comparison(loaded, options, name, out_dir, log=log))
+    return (plan_comparison(loaded, options, name, log=log or say) if dry_run  # its plan and cost, nothing run
+            else run_comparison(loaded, options, name, out_dir, log=log or say))
 
 
 def plan(space: str | os.PathLike | SearchSpace, *, step_ms: float | None = None, gpus: int | None = None,
@@ -140,7 +141,7 @@ def plan(space: str | os.PathLike | SearchSpace, *, step_ms: float | None = None
         space:
             The space file, as `search` takes it: a path, a shipped space's name or a `SearchSpace`. Required.
         step_ms:
-            A trial's step in ms (> 0), GPUs shared as planned. Default: None (CPU: measured here; GPU: recorded).
+            A trial's step in ms (> 0), GPUs shared as planned. Default: None (its shape's record, or measured).
         gpus:
             Plan for this many GPUs, an integer >= 0. Default: None (this machine's).
         **options:
@@ -161,7 +162,7 @@ def plan(space: str | os.PathLike | SearchSpace, *, step_ms: float | None = None
             plan = raycse.plan("focal", step_ms=150, gpus=1)
             print(plan.budget, plan.trials, "trials", round(plan.gpu_hours, 2), "GPU-hours")
     """
-    from raycse.planning.dry_run import plan_search
+    from raycse.planning.dry_run import plan_search  # a CPU shape with no record: measured here, said as it goes
     return plan_search(*plan_inputs(space, step_ms, gpus, options), step_ms=step_ms, gpus=gpus)
 
 
@@ -342,7 +343,7 @@ def status(experiment: str, *, tracking_uri: str | None = None) -> SearchStatus:
 
     Returns:
         The `SearchStatus`: `.stage`, `.done`/`.planned` trials by stage, `.leading` (the finished search trials'
-        best dev objective), `.choosing` (means), `.winner`, `.answer` (once ended), `.running`, `.spent_s`, `.left_s`.
+        best dev objective), `.choosing`, `.winner`, `.answer_lines`, `.running`, `.spent_s`, `.left_s`, `.ended`.
 
     Raises:
         ConfigError: The store or the experiment is not there, or it holds no search yet.

@@ -121,8 +121,9 @@ def _add_plan_flags(p, dry_run: str | None = None) -> None:
     if dry_run:
         dry.add_argument("--dry-run", action="store_true", help=dry_run)
     dry.add_argument("--step-ms", type=float, default=None, metavar="MS", help="with --dry-run: a trial's training "
-                     "step in milliseconds, with the plan's trials sharing each GPU (default: a CPU plan measures a "
-                     "few steps here; a GPU plan takes a recorded GPU figure for its model, or is refused)")
+                     "step in milliseconds, with the plan's trials sharing each GPU (default: a CPU plan takes the "
+                     "recorded CPU step of its model's shape, measuring a few steps here only where none is recorded; "
+                     "a GPU plan takes a recorded GPU figure for its model, or is refused)")
     dry.add_argument("--gpus", type=int, default=None, metavar="N", help="with --dry-run: plan for N GPUs (the "
                      "full budget when N > 0, the CPU budget when 0; default: this machine's)")
 
@@ -275,7 +276,8 @@ raycse losses ./my_loss.py:MyLoss""")
                    "package.module:MyLoss or an installed entry point, loaded and tried as a search would")
     p.set_defaults(func=_cmd_losses, parser=p)
     p = subcommand(sub, "status", "where a search stands: its stage, trials done and planned, the search stage's "
-                   "leading configuration, the choosing means, the answer once judged, and the time spent and left",
+                   "leading configuration, the choosing means, the answer once judged, the time spent and left, and "
+                   "for a search that stopped, how, and the command that continues it",
                    "Reads MLflow only, so it works while the search runs in another process or on a tracking server.",
                    """
 raycse status raycse-focal

@@ -17,6 +17,11 @@ WINNER_TAG = "raycse.winner"  # on the parent run: the winner's configuration ke
 BASELINE_TAG = "raycse.baseline"  # on the parent run: the untouched model's scores, JSON (kept for --resume)
 BEST_TRIAL_TAG = "raycse.best_trial"  # on the parent run: the trial whose checkpoint was registered
 BEST_CHECKPOINT_TAG = "raycse.best_checkpoint"  # on the parent run: that checkpoint's path
+# on the parent run: the driver session now running, or the last (JSON: its command's start, the sessions before it,
+# its process and command line; raycse/tracking/sessions.py), and how that session ended without an answer (JSON:
+# stopped by a signal, or failed; when, and the time spent by then), removed when a session starts
+SESSION_TAG = "raycse.session"
+ENDED_TAG = "raycse.ended"
 TRIAL_TAG = "raycse.trial_id"  # on a child run: its Ray trial id (also the Optuna trial's `ray_trial_id`)
 STAGE_TAG = "raycse.stage"  # on a child run: one of STAGES
 SEED_TAG = "raycse.seed"  # on a child run: the training seed
@@ -104,7 +109,10 @@ FINAL_KEYS = (*TEST_KEYS, "sickr_dev", "alignment", "uniformity")
 # a trial's seconds by what they were spent on, cumulative over the trial (summed over trials on the parent run)
 TRIAL_STARTUP, TRIAL_COMPILE, TRIAL_TRAIN, TRIAL_EVAL, TRIAL_CHECKPOINT = TRIAL_TIMING_KEYS = (
     "trial_startup_s", "trial_compile_s", "trial_train_s", "trial_eval_s", "trial_checkpoint_s")
+# the search's time spent (raycse/tracking/sessions.py): its driver sessions' seconds to the answer, summed
 TOTAL_TIME = "time_total_s"
+EARLIER_SESSIONS = "time_earlier_sessions_s"  # of it, the sessions before this one (a resumed search's)
+AFTER_ANSWER_PREFIX = "after_answer_"  # a driver phase after the answer (the report page): after_answer_<phase>_s
 SLOT_UTILISATION = "slot_utilisation"
 CONCURRENT_SLOTS = "concurrent_slots"
 # the search stage's trials running at once, from their start and end times (raycse/driver/concurrency.py)
@@ -121,10 +129,23 @@ def phase_key(phase: str) -> str:
     return f"time_{phase}_s"
 
 
+def after_answer_key(phase: str) -> str:
+    """The metric of a driver phase's seconds after the answer (not in the time spent): after_answer_<phase>_s."""
+    return f"{AFTER_ANSWER_PREFIX}{phase}_s"
+
+
 def phase_of(key: str) -> str | None:
-    """The phase a timing metric names, or None when it names none (the total included)."""
+    """The phase a timing metric of the time spent names ('earlier sessions' for the sessions before this one), or
+    None when it names none (the total included)."""
     if key.startswith("time_") and key.endswith("_s") and key != TOTAL_TIME:
-        return key[len("time_"):-len("_s")]
+        return key[len("time_"):-len("_s")].replace("_", " ")
+    return None
+
+
+def after_answer_phase(key: str) -> str | None:
+    """The phase that an after-answer timing metric names, or None."""
+    if key.startswith(AFTER_ANSWER_PREFIX) and key.endswith("_s"):
+        return key[len(AFTER_ANSWER_PREFIX):-len("_s")]
     return None
 
 

@@ -13,8 +13,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scipy import stats as scipy_stats
-
 CONFIDENCE = 0.95
 
 
@@ -39,7 +37,11 @@ def summarise(values: Sequence[float]) -> Summary:
 
 @functools.lru_cache(maxsize=1024)
 def t_ppf(probability: float, df: float) -> float:
-    """The Student-t quantile at `probability` with `df` degrees of freedom (cached: an answer asks for few)."""
+    """The Student-t quantile at `probability` with `df` degrees of freedom (cached: an answer asks for few). SciPy's
+    statistics are imported here, at the first quantile (a second on two cores), not by every command that imports
+    this leaf (a dry run)."""
+    from scipy import stats as scipy_stats
+
     return float(scipy_stats.t.ppf(probability, df))
 
 

@@ -40,7 +40,7 @@ def plan(path: Path, budget: str, gpus: int):
         if err.key != "step_ms":
             raise
     from raycse.driver.layout import gpu_share
-    from raycse.planning.dry_run import model_facts
+    from raycse.planning.model_facts import model_facts
     from raycse.settings.space import load_space
 
     space = load_space(path).with_budget(budget)
@@ -81,7 +81,7 @@ def rows() -> list[str]:
 def measured_runs() -> list[str]:
     """The model fed the trials each stage ran, beside what two runs took (tests/test_costs.py holds them within a
     quarter): the H100 run from figures recorded on another day; the CPU main job with its own step and evaluation
-    seconds (what the dry run measures on this machine before a CPU search)."""
+    seconds (the very record a CPU dry run of MiniLM prices its step from)."""
     import raycse
     from raycse.planning import cost_figures
     from raycse.planning.cost_model import Figure
@@ -162,7 +162,8 @@ def _page() -> str:
              "stop the judging; ASHA stops half the trials at each rung, expected. *At most* is the fixed "
              "design's judging, with no trial stopped early. GPU-hours are the GPUs held for the wall clock. Every "
              "figure the model reads names its record (raycse/planning/cost_figures.py); a GPU plan is never timed on "
-             "a CPU.", "",
+             "a CPU, and a CPU plan takes the recorded CPU step of its model's shape (raycse/planning/cpu_steps.py), "
+             "measuring a few steps here only for a shape with no record. Durations past a day are in days.", "",
              "## Every shipped space file", "", *rows(), "",
              "*recorded*: the step recorded on an H100 for the model's shape, batch and length; *x rows*: no record "
              "for the batch, so the shape's batch-64 step in proportion (`--step-ms`).", "",

@@ -135,8 +135,17 @@ def test_status_of_a_finished_search_gives_its_answer(tmp_path, capsys):
     tracker.end_run(parent)
     status = raycse.status("raycse-focal", tracking_uri=uri)
     assert status.stage == "finished" and status.winner == "focal m=0.3, tau=0.07"
+    from raycse.reporting.answer import answer_block
     from raycse.reporting.status import format_status
 
-    text = format_status(status)
-    assert ("answer (the judging seeds): the winner 79.56 on the seven-task test average; winner − published +0.17"
-            in text)
+    text = format_status(status)  # a finished search without its summary: the figures, said to be unqualified
+    assert ("answer (the judging seeds): the winner 79.56 on the seven-task test average; winner − published +0.17; "
+            "its search summary, which qualifies them (n, interval, verdict), is missing") in text
+
+    # with its summary (the recorded CPU main job's): the answer's own lines, every qualifier the answer carries
+    summary = json.loads(RECORDED.read_text())
+    tracker.log_dict(parent, summary, "search_summary.json")
+    text = format_status(raycse.status("raycse-focal", tracking_uri=uri))
+    assert "  Winner − published: +0.17, n = 1, no interval: unjudged" in text
+    assert "\n".join(f"  {line}" for line in answer_block(summary)) in text
+    assert "answer (the judging seeds), as the search gave it; the verdict: raycse report raycse-focal" in text

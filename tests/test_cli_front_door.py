@@ -269,17 +269,6 @@ def test_the_dry_run_says_when_the_real_run_would_refuse(tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # read, never written
 
 
-def test_without_a_step_time_the_dry_run_measures_one(tmp_path):
-    """The dry run's own measurement (no --step-ms): a few steps and one STS-B dev evaluation, here of the tiny
-    shape so that the test stays short; the same code times a MiniLM-shaped encoder for `raycse search --dry-run`."""
-    from raycse.planning import dry_run
-    from raycse.settings.space import load_space
-
-    step_ms, step_source, eval_seconds, eval_source = dry_run.measure_here(load_space(FOCAL), shape="tiny")
-    assert step_ms > 0 and eval_seconds > 0
-    assert "measured here" in step_source and "tiny" in step_source and "measured here" in eval_source
-
-
 @pytest.mark.parametrize("argv, culprit", [
     (["search", "--space", FOCAL, "--step-ms", "100"], "--step-ms: only applies with --dry-run"),
     (["search", "--space", FOCAL, "--dry-run", "--step-ms", "0"], "--step-ms"),

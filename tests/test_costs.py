@@ -4,8 +4,8 @@ records they come from, the rules of its terms, and docs/costs.md as scripts/cos
 The runs, fed the trials each stage ran: the full focal budget on one H100 (2026-11-26: 185 s, before warm workers;
 later the same day 137 s with them and 181 s without, back to back) and the CPU main job (2026-11-26: 334 s). The
 H100 predictions use figures recorded on 2026-11-22 (another search, another day), and the warm run's start-up;
-the CPU one is fed the run's own step and evaluation seconds (what the dry run measures on this machine before a CPU
-search) and takes the rest from the model's figures.
+the CPU one is fed the run's own step and evaluation seconds (the record a CPU dry run of MiniLM prices its step
+from: raycse/planning/cpu_steps.py) and takes the rest from the model's figures.
 """
 from __future__ import annotations
 
@@ -114,7 +114,7 @@ def test_fed_the_trials_that_ran_the_model_predicts_the_cpu_main_job_within_a_qu
     records = json.loads((CPU_RUN / "search_summary.json").read_text())["trials"]
     ran = Counter(trial["stage"] for trial in records)
     assert dict(ran) == {"search": 4, "judge": 4}
-    # what the dry run measures here before a CPU search: a step, and an evaluation of STS-B dev
+    # the run's own step and evaluation of STS-B dev (what a CPU dry run of MiniLM prices from: cpu_steps.CPU_STEPS)
     step = sum(t["timings"]["trial_train_s"] for t in records) / sum(t["steps"] for t in records)
     runs = [run for stage in json.loads((CPU_RUN / "trials.json").read_text())["stages"].values() for run in stage]
     dev = statistics.fmean(run["reports"][-1]["eval_s"] / len(run["reports"]) for run in runs)
@@ -147,7 +147,7 @@ def test_the_disk_rule_of_the_recorded_search_gives_what_its_folder_kept_within_
 def test_a_gpu_plan_is_never_timed_on_this_cpu(monkeypatch):
     from raycse.planning import dry_run
 
-    monkeypatch.setattr(dry_run, "measure_here", lambda *a, **k: pytest.fail("a GPU plan measured a CPU step"))
+    monkeypatch.setattr(dry_run, "measure", lambda *a, **k: pytest.fail("a GPU plan measured a CPU step"))
     plan = raycse.plan("focal", gpus=1, budget="full")  # auto: eight MiniLM trials a GPU, the step recorded with 8
     assert plan.step_ms == pytest.approx(46.94)
     assert "step-speed/2026-11-22-h100/concurrent.json" in plan.rates.step.source

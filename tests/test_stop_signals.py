@@ -254,6 +254,49 @@ def test_a_search_whose_terminal_hangs_up_stops_in_order(tmp_path, tiny_bert_dir
     assert "Traceback" not in search.text()
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_raycse_status_reads_a_search_stopped_by_sigterm_as_stopped_and_its_resume_counts_both_sessions(
+        tmp_path, tiny_bert_dir):
+    """A search stopped by SIGTERM in its search stage: `raycse status` says it stopped, by what,
+    with the command that continues it, and no trial running. Resumed to its end, its time spent is one figure: the
+    printed answer's (both sessions, the first as `earlier sessions`), `raycse status`'s, the report page's and
+    `raycse.load`'s."""
+    import raycse
+    from raycse.records import EARLIER_SESSIONS, TOTAL_TIME
+
+    space = write_space(tmp_path, tiny_bert_dir, "stopped", num_samples=2, test_eval="none", steps=80,
+                        objective=small_dev_file(tmp_path), confirm="{top_k: 1, judge_seeds: 2}")
+    args = search_args(tmp_path, space, "--budget", "full")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    first = Watched(args, tmp_path / "first.log", tmp_path)
+    first.wait_for(lambda t: step_lines(t, "search"), "a search evaluation")
+    first.stop(signal.SIGTERM)
+    assert first.ended() == 143, first.text()[-3000:]
+    assert last_line(first.text()) == f"raycse: stopped by SIGTERM; {RESUME_SEARCH}"
+
+    status = subprocess.run([sys.executable, "-m", "raycse", "status", "stopped", "--tracking-uri", uri],
+                            capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert status.returncode == 0, status.stderr
+    said = status.stdout
+    assert re.search(r"^stage: (search|after search); stopped by SIGTERM at ", said, re.M), said
+    assert f"to continue: raycse search --space {space} " in said and " --budget full --resume (in " in said, said
+    assert "running:" not in said and "left:" not in said, said
+    stopped = raycse.status("stopped", tracking_uri=uri)
+    assert stopped.running == [] and stopped.ended.startswith("stopped by SIGTERM")
+
+    last = Watched([*args, "--resume"], tmp_path / "last.log", tmp_path)
+    assert last.ended(timeout=600) == 0, last.text()[-3000:]
+    printed = next(line for line in last.text().splitlines() if line.startswith("Time: "))
+    total = int(re.match(r"Time: (\d+) s in all to the answer \(earlier sessions (\d+) s, ", printed).group(1))
+    loaded = raycse.load("stopped", tracking_uri=uri).timings
+    assert loaded[EARLIER_SESSIONS] == pytest.approx(stopped.spent_s)  # the first session, as status read it
+    assert round(loaded[TOTAL_TIME]) == total and loaded[TOTAL_TIME] > loaded[EARLIER_SESSIONS]
+    assert raycse.status("stopped", tracking_uri=uri).spent_s == loaded[TOTAL_TIME]
+    page = (tmp_path / "report" / "index.html").read_text()
+    assert f"<td>total</td><td>{loaded[TOTAL_TIME]:.1f}</td>" in page
+
+
 # ------------------------------------------------------------------------------------------------- train
 RESUME_TRAIN = "the same command with --resume continues the training from its last checkpoint"
 

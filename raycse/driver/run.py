@@ -40,8 +40,10 @@ from raycse.driver.stages.tokenize import TokenizeStage
 from raycse.driver.state import PhaseClock, SearchOptions, SearchState, say
 from raycse.driver.summary import SUMMARY_FILE
 from raycse.settings.space import SearchSpace
+from raycse.tracking import sessions
 from raycse.tracking.tracker import Tracker
 
+ANSWER = "outcome"  # what the stage that records the answer produces
 STAGE_ORDER: tuple[Stage, ...] = (SetupStage(), BaselineStage(), TokenizeStage(), Stage0(), SearchStage(),
                                   ChooseStage(), JudgeStage(), TestStage(), RecordStage(), ReportStage())
 
@@ -84,10 +86,39 @@ def run_stages(space: SearchSpace, options: SearchOptions, log=say) -> SearchSta
                         status.stage(stage.name)
                         with state.clock.phase(stage.name):
                             stage.run(state)
+                        if ANSWER in stage.produces:  # the time spent stops at the answer (tracking/sessions.py)
+                            state.clock.answered()
+        except BaseException as err:
+            _record_ending(state, err)
+            raise
         finally:
             state.close()
     state.outcome.timings = state.outcome.summary["timings"] = state.timings()
     return state
+
+
+def _record_ending(state: SearchState, err: BaseException) -> None:
+    """How this session ended without an answer, on the parent run (once there is one): stopped by a signal (Ctrl-C
+    included), or failed; `raycse status` reads it, and `--resume` continues from it. A store that cannot take it
+    leaves the run as a killed driver leaves it, the error that ended the session unmasked."""
+    if state.session is None or state.tracker is None:
+        return
+    import signal
+
+    from raycse.errors import first_line
+    from raycse.training import stop_signals
+
+    signum = getattr(err, "signum", None) or stop_signals.received()
+    stopped = signum is not None or isinstance(err, KeyboardInterrupt)
+    try:
+        if stopped:
+            sessions.record_ending(state.tracker, state.parent_run_id, state.session, sessions.STOPPED,
+                                   signal=signal.Signals(signum or signal.SIGINT).name)
+        else:
+            sessions.record_ending(state.tracker, state.parent_run_id, state.session, sessions.FAILED,
+                                   reason=f"{type(err).__name__}: {first_line(err)}")
+    except Exception:  # noqa: BLE001 - the session's own error is the one to report
+        pass
 
 
 @contextlib.contextmanager

@@ -17,6 +17,7 @@ from raycse.judging.ranking import Ranked
 from raycse.settings.space import SearchSpace
 
 if TYPE_CHECKING:
+    from raycse.tracking.sessions import Session
     from raycse.tracking.tracker import Tracker
 
 
@@ -77,19 +78,33 @@ class SearchOptions:
 
 
 class PhaseClock:
-    """Wall-clock seconds by phase, contiguous from the command's start: the phases add up to the total. Also the
-    driver process's CPU seconds by phase (all its threads: Tune's loop, Ray's, MLflow's), in `cpu_seconds`."""
+    """Wall-clock seconds by phase, contiguous from the command's start: the phases up to the answer add up to the
+    total (`total`: to the answer, once `answered`; the phases after it, the report page's, are `after_answer`).
+    Also the driver process's CPU seconds by phase (all its threads: Tune's loop, Ray's, MLflow's), in
+    `cpu_seconds`."""
 
     def __init__(self, started_at: float):
         self.started_at = self.mark = started_at
         self.seconds: dict[str, float] = {}
         self.cpu_seconds: dict[str, float] = {}
+        self.answered_at: float | None = None
+        self.after_answer: list[str] = []  # the phases that ran after the answer
+
+    def answered(self) -> None:
+        """The answer is recorded: the time spent stops here (the phases after it are counted apart)."""
+        self.answered_at = self.mark
+
+    def started_epoch(self) -> float:
+        """The command's start in seconds since the epoch (what a session records)."""
+        return time.time() - (time.perf_counter() - self.started_at)
 
     @contextlib.contextmanager
     def phase(self, name: str):
         from raycse.records import phase_key
 
         cpu = time.process_time()
+        if self.answered_at is not None and name not in self.after_answer:
+            self.after_answer.append(name)
         try:
             yield
         finally:
@@ -100,7 +115,8 @@ class PhaseClock:
             self.mark = now
 
     def total(self) -> float:
-        return time.perf_counter() - self.started_at
+        """This session's seconds from the command's start to the answer (to now, before it)."""
+        return (time.perf_counter() if self.answered_at is None else self.answered_at) - self.started_at
 
 
 @dataclass
@@ -153,6 +169,7 @@ class SearchState:
     judge_runs: list[TrialRecord] | None = None  # the judging block's runs: the winner and the published point
     outcome: SearchOutcome | None = None
     clock: PhaseClock | None = None  # set by the conductor
+    session: Session | None = None  # this driver session, as the parent run records it (set up with it)
     workers: Any = None  # the search's warm workers (raycse.driver.tune.search_workers), once a stage asks
     _shared_token_ref: Any = None
 
@@ -172,12 +189,15 @@ class SearchState:
             self.workers.close()
 
     def timings(self) -> dict[str, float]:
-        """Where the time went so far: the phases, the trials' own seconds summed, and how busy the slots were."""
+        """Where the time went so far: the time spent (raycse/tracking/sessions.py: the sessions before this one, and
+        this one's phases to the answer), the trials' own seconds summed, how busy the slots were, and the phases
+        after the answer."""
         from raycse.driver.concurrency import search_concurrency
         from raycse.driver.layout import max_concurrent
         from raycse.records import (
             CHOOSE,
             CONCURRENT_SLOTS,
+            EARLIER_SESSIONS,
             JUDGE,
             SEARCH,
             SEARCH_MEAN_RUNNING,
@@ -188,13 +208,16 @@ class SearchState:
             TRIAL_EVAL,
             TRIAL_TIMING_KEYS,
             TRIAL_TRAIN,
+            after_answer_key,
             phase_key,
         )
 
         trials = [*(self.searched or []), *(self.choose_runs or []), *(self.judge_runs or [])]
         sums = {key: sum(t.timings.get(key, 0.0) for t in trials) for key in TRIAL_TIMING_KEYS}
         slots = max_concurrent(self.space, self.cluster)
-        phases = self.clock.seconds
+        after = {phase_key(name): after_answer_key(name) for name in self.clock.after_answer}
+        phases = {key: seconds for key, seconds in self.clock.seconds.items() if key not in after}
+        earlier = self.session.earlier_s if self.session is not None else 0.0
         busy_window = sum(phases.get(phase_key(stage), 0.0) for stage in (SEARCH, CHOOSE, JUDGE)) * slots
         # A resumed search's trial sums hold its earlier sessions' work too, its phases this session's only: capped
         busy = sums[TRIAL_TRAIN] + sums[TRIAL_EVAL]
@@ -202,8 +225,10 @@ class SearchState:
         measured = {key: running[name] for key, name in ((SEARCH_MEAN_RUNNING, "mean_running"),
                                                          (SEARCH_MEAN_RUNNING_STARTING, "mean_running_starting"),
                                                          (SEARCH_SLOT_USE, "slot_use")) if name in running}
-        return {**phases, **sums, SLOT_UTILISATION: min(1.0, busy / busy_window) if busy_window else 0.0,
-                CONCURRENT_SLOTS: float(slots), **measured, TOTAL_TIME: self.clock.total()}
+        after_answer = {name: self.clock.seconds[key] for key, name in after.items() if key in self.clock.seconds}
+        return {**({EARLIER_SESSIONS: earlier} if earlier else {}), **phases, **sums,
+                SLOT_UTILISATION: min(1.0, busy / busy_window) if busy_window else 0.0, CONCURRENT_SLOTS: float(slots),
+                **measured, **after_answer, TOTAL_TIME: earlier + self.clock.total()}
 
     def finished_baseline(self) -> Baseline:
         """The untouched model's score, waiting for its Ray task the first time it is asked for (then logged on the

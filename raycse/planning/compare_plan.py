@@ -11,9 +11,11 @@ raycse.comparing.check_comparison); nothing is created.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from raycse.planning.cpu_steps import said
 from raycse.planning.dry_run import DryRun, duration, plan_search
 
 if TYPE_CHECKING:
@@ -50,9 +52,10 @@ class ComparePlan:
         return sum(run.trials for run in self.searches.values())
 
 def plan_comparison(spaces: list[SearchSpace], options: SearchOptions, name: str, step_ms: float | None = None,
-                    gpus: int | None = None, machine_gpus=None) -> ComparePlan:
+                    gpus: int | None = None, machine_gpus=None, log: Callable[[str], None] = said) -> ComparePlan:
     """The plan of `raycse compare` of these spaces (loaded) with these options and name, as
-    raycse.arguments.search.compare_inputs checks them: each loss's search plan as the comparison runs it."""
+    raycse.arguments.search.compare_inputs checks them: each loss's search plan as the comparison runs it (`log`:
+    the lines of a CPU step measured here, where no record fits)."""
     from raycse.comparing import label_of, loss_experiment
     from raycse.settings.checks import INT_LIMIT, check_int, check_number
 
@@ -72,7 +75,7 @@ def plan_comparison(spaces: list[SearchSpace], options: SearchOptions, name: str
             from raycse.driver.preflight import search_location
 
             loss_values = {**values, "resume": search_location(renamed, options)[1]}
-        searches[label] = plan_search(renamed, loss_values, step_ms=step_ms, gpus=gpus, **extra)
+        searches[label] = plan_search(renamed, loss_values, step_ms=step_ms, gpus=gpus, log=log, **extra)
     return ComparePlan(name, searches)
 
 

@@ -247,7 +247,14 @@ def asha_rungs(steps: int, grace_steps: int, reduction_factor: float, max_t: int
 
 
 def duration(seconds: float) -> str:
-    """Seconds as a person reads them: seconds, minutes or hours."""
+    """Seconds as a person reads them: seconds, minutes, hours, or days past a day.
+
+    Example:
+        >>> duration(90), duration(5400), duration(20 * 3600), duration(36 * 3600), duration(4310.9 * 3600)
+        ('90 s', '90.0 min', '20.0 h', '1.5 days', '179.6 days')
+    """
     if seconds < 120:
         return f"{seconds:.0f} s"
-    return f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h" if seconds < 86400 else f"{seconds / 86400:.1f} days"

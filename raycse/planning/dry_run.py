@@ -4,16 +4,18 @@ The plan is the search's own (the budget chosen, the space with the command line
 laid out stage by stage with each stage's trials, seeds and resources (raycse/planning/search_stages.py). Its cost is
 the cost model's (raycse/planning/cost_model.py): the wall clock expected, with ASHA's stops and the judging looks'
 early stop, and at most (the fixed design's judging, no trial stopped early), the GPU-hours and the peak disk, each
-from figures that say where they came from. A CPU plan's step and evaluation are measured here, on a few steps of a
-random-weight encoder of the model's shape, or given (`--step-ms`); a GPU plan's are recorded GPU figures or
-`--step-ms`, never this machine's CPU (raycse/planning/cost_figures.py). Nothing is created: no store, no folder, no
-Ray.
+from figures that say where they came from. A CPU plan's step and evaluation are a recorded CPU step of the model's
+shape, or, where none is recorded, measured here in a few seconds and said so on the first line
+(raycse/planning/cpu_steps.py), or given (`--step-ms`); a GPU plan's are recorded GPU figures or `--step-ms`, never
+this machine's CPU (raycse/planning/cost_figures.py). A budget meant for GPUs planned without one (the paper's on a
+CPU machine) is said so in a sentence. Nothing is created: no store, no folder, no Ray.
 A comparison's plan (`ComparePlan`) is its losses' search plans: raycse/planning/compare_plan.py.
 """
 from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,10 +25,12 @@ from raycse.driver.state import BenchmarkHook
 from raycse.errors import ConfigError
 from raycse.planning import cost_figures
 from raycse.planning.cost_model import DISK_RECORD, WRITE_COPIES, Figure, Rates, SearchCost, duration
+from raycse.planning.cpu_steps import MEASURED_ROWS, measure, measuring_line, priced, recorded_cpu_step, said
 from raycse.planning.judging_runs import SOURCE as LOOKS_SOURCE
+from raycse.planning.model_facts import model_facts
 from raycse.planning.search_stages import StagePlan, stages_of
 from raycse.planning.sts_tasks_cost import test_eval_line, test_eval_price
-from raycse.settings.gpu_share import HUB_SHAPES, shape_of
+from raycse.settings.budgets import MEANT_FOR_GPUS
 from raycse.settings.paper_rows import paper_row_line, shown_paper_row
 from raycse.settings.space import SearchSpace
 from raycse.settings.space_keys import TestScoring
@@ -35,10 +39,6 @@ from raycse.settings.space_keys import TestScoring
 # only costs about a third of training on it (forward and backward), and a training step encodes two views of each row.
 DEV_PAIRS = 1_500
 FORWARD_SHARE = 1 / 3
-MEASURED_STEPS, MEASURED_WARMUP = 3, 1
-# Hub ids of a shape `raycse bench` builds (raycse/bench/synthetic.py) with bert-base-uncased's vocabulary: the same
-# weights, so that the disk of the paper budgets (`--budget paper`) is planned without the hub.
-BERT_UNCASED_VOCAB = 30_522
 
 
 @dataclass
@@ -61,6 +61,7 @@ class DryRun:
     test_eval_prices: dict[str, tuple[float, float]] = field(default_factory=dict)  # each choice: (wall s, trial-h)
     share_reason: str | None = None  # why so many trials share a GPU, under gpus_per_worker: auto
     paper_rows: list[dict] = field(default_factory=list)  # the papers' rows as the answer will show them
+    measured: str | None = None  # what the plan measured on this machine (None: nothing, its figures are records)
 
     @property
     def rates(self) -> Rates:
@@ -125,9 +126,11 @@ def _cuda_devices() -> int:
 
 
 def plan_search(space: SearchSpace, options: dict, step_ms: float | None = None, gpus: int | None = None,
-                machine_gpus=_cuda_devices) -> DryRun:
+                machine_gpus=_cuda_devices, log: Callable[[str], None] = said) -> DryRun:
     """The plan of `raycse search` with these options (the checked search options by name), and its cost. A GPU
-    plan with no recorded GPU step for its model and no `step_ms` is refused (ConfigError naming --step-ms)."""
+    plan with no recorded GPU step for its model and no `step_ms` is refused (ConfigError naming --step-ms). A CPU
+    plan whose model's shape has no recorded CPU step measures one here: `log` gets a line saying so first, then a
+    line as each step and the evaluation end."""
     from types import SimpleNamespace
 
     budget, gpus, reason = choose_budget(options, gpus, machine_gpus)
@@ -137,6 +140,7 @@ def plan_search(space: SearchSpace, options: dict, step_ms: float | None = None,
     concurrent, why_concurrent = trials_at_once(to_run, gpus)
     steps, sentences = trial_steps(to_run)
     weights, shape = model_facts(base.model, base.trust_remote_code)
+    measured = None
     if gpus_per_trial:
         sharing = gpu_sharing(to_run, gpus, concurrent)
         step, compile_ = cost_figures.gpu_step(shape, base.batch_size, base.max_len, sharing, steps, step_ms)
@@ -144,7 +148,8 @@ def plan_search(space: SearchSpace, options: dict, step_ms: float | None = None,
                                        sharing)
         why_concurrent += f", {sharing} a GPU"
     else:
-        rates = cost_figures.cpu_rates(*cpu_step(to_run, gpus, step_ms, shape), weights, sentences)
+        step, dev_eval, measured = cpu_step(to_run, gpus, step_ms, shape, log)
+        rates = cost_figures.cpu_rates(step, dev_eval, weights, sentences)
     stages, costs = stages_of(to_run, steps, with_stage0=needs_stage0(to_run),
                               untouched_known=untouched_figures_known(to_run))
     held = (gpus or gpus_per_trial * concurrent) if gpus_per_trial else 0
@@ -157,12 +162,13 @@ def plan_search(space: SearchSpace, options: dict, step_ms: float | None = None,
                   resources=resources, gpus_per_trial=gpus_per_trial, concurrent=concurrent,
                   cost=SearchCost(rates, concurrent, held, costs, weights, keep_last), stages=stages,
                   refused=refusal(to_run, options), test_eval=to_run.test_eval, test_eval_prices=prices,
-                  share_reason=share_reason(space, budget, gpus), paper_rows=paper_rows_shown(to_run))
+                  share_reason=share_reason(space, budget, gpus), paper_rows=paper_rows_shown(to_run),
+                  measured=measured)
 
 
 def paper_rows_shown(space: SearchSpace) -> list[dict]:
     """Each family's reported row (with figures) as this budget's answer will caption it: comparable or not."""
-    from raycse.encoder.loading import model_name
+    from raycse.encoder.model_path import model_name
 
     model, corpus = model_name(space.base.model), space.base.sup_data or space.base.corpus
     return [shown_paper_row(space.paper[family], family, model, corpus) for family in space.families
@@ -183,15 +189,34 @@ def gpu_sharing(space: SearchSpace, gpus: int, concurrent: int) -> int:
     return max(1, min(fits, -(-concurrent // max(gpus, 1))))
 
 
-def cpu_step(space: SearchSpace, gpus: int, step_ms: float | None, shape: str | None) -> tuple[Figure, Figure]:
-    """(a step, an evaluation of the objective) of a CPU plan: measured here, or the step given and an evaluation
-    from it (a forward pass is about FORWARD_SHARE of a step's cost a sentence)."""
-    if step_ms is None:
-        ms, where, eval_seconds, eval_where = measure_here(space, shape=shape, threads=cpu_threads(space, gpus))
-        return Figure(ms / 1000, where), Figure(eval_seconds, eval_where)
-    seconds = step_ms / 1000 * FORWARD_SHARE * DEV_PAIRS * 2 / (2 * space.base.batch_size)
-    return (Figure(step_ms / 1000, "--step-ms"),
-            Figure(seconds, f"from the step time: a forward pass is about {FORWARD_SHARE:.2f} of a step a sentence"))
+def cpu_step(space: SearchSpace, gpus: int, step_ms: float | None, shape: str | None,
+             log: Callable[[str], None] = said) -> tuple[Figure, Figure, str | None]:
+    """(a step, an evaluation of the objective, what was measured here or None) of a CPU plan: the step given and
+    an evaluation from it (a forward pass is about FORWARD_SHARE of a step's cost a sentence); else the recorded CPU
+    step of the model's shape (a model of no known shape taken as BERT-base's); else measured here, said first to
+    `log` (raycse/planning/cpu_steps.py)."""
+    base = space.base
+    if step_ms is not None:
+        seconds = step_ms / 1000 * FORWARD_SHARE * DEV_PAIRS * 2 / (2 * base.batch_size)
+        return (Figure(step_ms / 1000, "--step-ms"),
+                Figure(seconds, f"from the step time: a forward pass is about {FORWARD_SHARE:.2f} of a step a "
+                                "sentence"), None)
+    threads = cpu_threads(space, gpus) or 1
+    loss = next(iter(space.families.values())).loss
+    known = shape or ("minilm" if base.model == "minilm" else "bert-base")
+    record = recorded_cpu_step(known, threads)
+    if record is not None:
+        step, dev_eval = priced(record, loss, base.batch_size, base.max_len, threads)
+        if shape is None:
+            step = Figure(step.value, f"a model of no known shape, priced as BERT-base: {step.source}")
+        return step, dev_eval, None
+    log(measuring_line(known, base.batch_size))
+    found = measure(known, loss, base.batch_size, base.max_len, threads, log=log)
+    where = f"measured here: {found.what}, {threads} thread(s) as a trial has"
+    scaled = f", scaled to batch {base.batch_size}" if base.batch_size > MEASURED_ROWS else ""
+    return (Figure(found.ms / 1000, where + scaled),
+            Figure(found.eval_s, f"measured here: STS-B dev's first sentences, scaled to its {found.eval_sentences}"),
+            f"{found.what}, and part of STS-B dev")
 
 
 def machine_cpus() -> float:
@@ -256,30 +281,6 @@ def refusal(space: SearchSpace, options: dict) -> str | None:
             "to start; continue it with --resume, or name another with --experiment NAME")
 
 
-def model_facts(model: str, trust_remote_code: bool = False) -> tuple[int | None, str | None]:
-    """(the model's weights in float32, counted from its configuration on torch's meta device with nothing allocated;
-    its shape, the name in raycse.settings.gpu_share.SHAPES of the same layers and width), each None where the
-    configuration cannot be read (a hub name, offline) or has no such shape."""
-    try:
-        import torch
-        from transformers import AutoConfig, AutoModel
-
-        from raycse.encoder.loading import resolve_model_path
-
-        if model in HUB_SHAPES:  # the paper budgets' model, counted without the hub: its shape is `raycse bench`'s
-            from raycse.bench.synthetic import bert_config
-
-            config = bert_config(HUB_SHAPES[model], BERT_UNCASED_VOCAB, "eager")
-        else:
-            config = AutoConfig.from_pretrained(resolve_model_path(model), trust_remote_code=trust_remote_code)
-        with torch.device("meta"):
-            backbone = AutoModel.from_config(config, trust_remote_code=trust_remote_code)
-        shape = shape_of(getattr(config, "hidden_size", None), getattr(config, "num_hidden_layers", None))
-        return 4 * sum(parameter.numel() for parameter in backbone.parameters()), shape
-    except (OSError, ValueError, ConfigError):
-        return None, None
-
-
 def trial_steps(space: SearchSpace) -> tuple[int, int]:
     """(steps of one trial at the base configuration's batch size, the rows the driver tokenises): max_steps, else
     its epochs over the training data; the rows read where the data is local, else one epoch's of max_steps. A dry
@@ -302,37 +303,11 @@ def trial_steps(space: SearchSpace) -> tuple[int, int]:
     return steps, rows
 
 
-def measure_here(space: SearchSpace, shape: str | None = None,
-                 threads: int | None = None) -> tuple[float, str, float, str]:
-    """A few steps and one evaluation on this machine, on a random-weight encoder of the model's shape (or of
-    `shape`, one of raycse.bench.synthetic.SHAPES), with `threads` CPU threads (None: this process's)."""
-    import torch
-
-    from raycse.bench.step import BenchOptions, run_bench
-
-    base = space.base
-    shape = shape or ("minilm" if base.model == "minilm" else "bert-base")
-    family = next(iter(space.families.values()))
-    options = BenchOptions(shape=shape, loss=family.loss, batch_size=base.batch_size, steps=MEASURED_STEPS,
-                           warmup=MEASURED_WARMUP, seq_len=base.max_len, baseline=False, eval=True).validate()
-    before = torch.get_num_threads()
-    if threads is not None:
-        torch.set_num_threads(threads)
-    try:
-        result = run_bench(options)
-    finally:
-        torch.set_num_threads(before)
-    where = f"measured here: {MEASURED_STEPS} steps of a random-weight {shape}-shaped encoder, batch {base.batch_size}"
-    if threads is not None:
-        where += f", {threads} thread(s) as a trial has"
-    return (result["ms_per_step"], where, result["eval_seconds"],
-            "measured here: one STS-B dev evaluation")
-
-
 def format_dry_run(run: DryRun) -> str:
     rates, cost = run.rates, run.cost
     lines = [f"Plan of {run.space} (experiment {run.experiment!r}): nothing is run, created or started.",
              *([f"Refused: {run.refused}."] if run.refused else []),
+             *([machine_note(run)] if machine_note(run) else []),
              f"budget: {run.budget} ({run.budget_reason}); {run.resources}",
              *([run.share_reason] if run.share_reason else []),
              f"step: {run.step_ms:.0f} ms ({rates.step.source})", _overheads(rates), "",
@@ -367,6 +342,16 @@ def format_dry_run(run: DryRun) -> str:
                      f"{WRITE_COPIES} copies a running trial; sizes measured: {DISK_RECORD}).")
     lines += [f"Paper's row, as the answer will show it: {paper_row_line(row)}" for row in run.paper_rows]
     return "\n".join(lines)
+
+
+def machine_note(run: DryRun) -> str | None:
+    """A plain sentence when the plan's budget is not meant for the machine it plans for (a budget sized for GPUs
+    planned without one: `--budget paper` on a CPU machine), with what it would take and what to plan instead."""
+    if run.budget not in MEANT_FOR_GPUS or run.gpus_per_trial:
+        return None
+    return (f"The {run.budget} budget is meant for GPUs, and this plan has none ({run.budget_reason}): on CPUs its "
+            f"{run.trials} trials would take about {duration(run.cost.wall_seconds())} (expected); `--gpus N` plans "
+            f"it for N GPUs, and `--budget cpu` is the budget meant for CPUs.")
 
 
 def _overheads(rates: Rates) -> str:

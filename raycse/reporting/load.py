@@ -100,7 +100,7 @@ def recorded_summary(tracker: Tracker, parent_run_id: str) -> dict:
     Example:
         summary = recorded_summary(Tracker.existing(uri, "raycse-focal"), parent_run_id)
     """
-    return tracker.relocation.values(_read_summary(tracker, parent_run_id))
+    return tracker.relocation.values(read_summary(tracker, parent_run_id))
 
 
 def _latest_parent_run(tracker: Tracker) -> str:
@@ -111,7 +111,24 @@ def _latest_parent_run(tracker: Tracker) -> str:
     return parents[0].info.run_id
 
 
-def _read_summary(tracker: Tracker, run_id: str) -> dict:
+def read_summary(tracker: Tracker, run_id: str) -> dict:
+    """The search_summary.json of the search whose parent run is `run_id`, as it was written (its paths as
+    recorded).
+
+    Args:
+        tracker: the experiment's Tracker.
+        run_id: the search's parent run.
+
+    Returns:
+        The summary's contents.
+
+    Raises:
+        ConfigError: the run has no summary (its search did not finish, or predates summaries).
+
+    Example:
+        >>> read_summary(Tracker.existing("sqlite:///mlflow.db", "raycse-focal"), run_id)["budget"]  # doctest: +SKIP
+        'cpu'
+    """
     from mlflow.exceptions import MlflowException
 
     with tempfile.TemporaryDirectory() as tmp, _no_progress_bar():

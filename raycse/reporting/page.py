@@ -385,7 +385,9 @@ def _timings(page: _Page, timings: dict[str, float]) -> None:
     phases = [[phase_of(key), f"{value:.1f}"] for key, value in timings.items() if phase_of(key)]
     trials = [[trial_timing_label(key), f"{timings[key]:.1f}"] for key in TRIAL_TIMING_KEYS if key in timings]
     page.table(["driver phase", "seconds"], [*phases, ["total", f"{timings.get(TOTAL_TIME, 0.0):.1f}"]],
-               "From the command's start; the phases add up to the total (this page's own writing follows).")
+               "The time spent: from the command's start to the answer, every session of a resumed search counted "
+               "(the time between a stop and its resume is not); the phases add up to the total, and this page is "
+               "written after it.")
     utilisation = 100 * timings.get(SLOT_UTILISATION, 0.0)
     page.table(["trials, summed", "seconds"], trials,
                f"Slot utilisation {utilisation:.0f}% of {timings.get(CONCURRENT_SLOTS, 1):.0f} concurrent "

@@ -7,12 +7,16 @@ process or on another machine, and writes nothing.
 It reports the search's own state, stage by stage, each figure for what it is: the search stage's leading
 configuration (the best dev objective of its finished trials: what ranks configurations, seed 42 alone), the
 choosing means (each candidate's mean dev objective over its finished choosing seeds: what picks the winner), and,
-once the search has ended, its answer (the winner on the judged figure and winner − published, as the parent run
-records them). A single judging run's dev figure is none of these: one seed's luck judges nothing
+once the search has ended, its answer, in the answer's own lines with their qualifiers (raycse/reporting/answer.py,
+from the search's summary). A single judging run's dev figure is none of these: one seed's luck judges nothing
 (docs/judging.md), so it is never shown as a best.
 
-The time left is an estimate: the trials still to run, in rounds of the trials seen at once, at the mean duration
-of the trials finished so far.
+A search whose driver ended without an answer is said so, with how (the driver's own record of a stop by a signal
+or a failure; or, on the driver's host, a driver process that no longer runs and recorded no end), its trials left
+unfinished (not running: `--resume` continues them), and the command that continues it. The time spent is the one
+figure the answer, the report and `raycse.load` give (raycse/tracking/sessions.py: every driver session to the
+answer, a resumed search's included). The time left is an estimate: the trials still to run, in rounds of the trials
+seen at once, at the mean duration of the trials finished so far.
 """
 from __future__ import annotations
 
@@ -38,6 +42,7 @@ from raycse.records import (
     WINNER_TAG,
 )
 from raycse.reporting.tables import fmt_params
+from raycse.tracking import sessions
 from raycse.tracking.tracker import Tracker
 
 JUDGED_AVERAGE = "avg"  # the parent run's metric: the winner's seven-task test average over its judging seeds
@@ -82,6 +87,10 @@ class SearchStatus:
     choosing: list[ChoosingMean] = field(default_factory=list)
     winner: str | None = None  # the winner's family and parameters, once chosen
     answer: dict[str, float] = field(default_factory=dict)  # "winner" (judged figure), "versus_published"
+    answer_lines: list[str] = field(default_factory=list)  # the answer as the search printed it (its summary's)
+    ended: str | None = None  # how a search that no longer runs ended without an answer, in words
+    resume: str | None = None  # what continues it
+    unfinished: int = 0  # trials a search that no longer runs left unfinished (`--resume` continues them)
 
 
 def planned_trials(params: dict[str, str]) -> dict[str, int]:
@@ -114,6 +123,7 @@ def search_status(tracking_uri: str, experiment: str, now: float | None = None) 
     parent = parents[0]
     now = time.time() if now is None else now
     children = tracker.child_runs(parent.info.run_id)
+    ended, resume = how_it_ended(parent)
     done = {stage: 0 for stage in STAGES}
     running, durations, stages_seen = [], [], []
     leading, leading_trial = None, None
@@ -135,22 +145,56 @@ def search_status(tracking_uri: str, experiment: str, now: float | None = None) 
             leading, leading_trial = objective, run.info.run_name
     params = parent.data.params
     planned = {**{stage: done.get(stage, 0) for stage in STAGES}, **planned_trials(params)}
-    finished = parent.info.status != "RUNNING"
-    stage = "finished" if finished and parent.info.status == "FINISHED" else parent.info.status.lower() \
-        if finished else _current_stage(stages_seen, running)
+    finished = parent.info.status == "FINISHED"
+    stage = ("finished" if finished else parent.info.status.lower() if ended is None and parent.info.status != "RUNNING"
+             else _current_stage(stages_seen, running))
     left = None
-    if not finished and durations:
+    if ended is None and not finished and durations:
         remaining = sum(max(planned[s] - done.get(s, 0), 0) for s in planned)
         at_once = max(len(running), 1)
         left = math.ceil(remaining / at_once) * sum(durations) / len(durations)
-    end = parent.info.end_time / 1000 if finished and parent.info.end_time else now
     winner = parent.data.tags.get(WINNER_TAG)
     return SearchStatus(experiment=experiment, search=parent.info.run_name, parent_run_id=parent.info.run_id,
                         stage=stage, done=done, planned=planned, leading=leading, leading_trial=leading_trial,
-                        running=running, spent_s=end - parent.info.start_time / 1000, left_s=left,
-                        choosing=choosing_means(children, int(params.get("choose_seeds", 0) or 0)),
+                        running=[] if ended else running, spent_s=sessions.time_spent(parent, children, now),
+                        left_s=left, choosing=choosing_means(children, int(params.get("choose_seeds", 0) or 0)),
                         winner=configuration_words(winner) if winner else None,
-                        answer=_answer(parent.data.metrics) if finished else {})
+                        answer=_answer(parent.data.metrics) if finished else {},
+                        answer_lines=_answer_block(tracker, parent.info.run_id) if finished else [],
+                        ended=ended, resume=resume, unfinished=len(running) if ended else 0)
+
+
+def how_it_ended(parent) -> tuple[str | None, str | None]:
+    """(how a search whose driver no longer runs ended without an answer, in words; what continues it), or (None,
+    None) while its driver runs, once it has answered, or for a search that recorded no session (older ones)."""
+    tags, status = parent.data.tags, parent.info.status
+    session, ending = sessions.read_session(tags), sessions.read_ending(tags)
+    if session is None or status == "FINISHED":
+        return None, None
+    if ending is not None:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ending.at))
+        ended = (f"stopped by {ending.signal} at {when}" if ending.how == sessions.STOPPED
+                 else f"failed at {when}: {ending.reason}")
+    elif status == "RUNNING" and sessions.driver_runs(session) is False:
+        ended = (f"stopped: its driver (process {session.pid} on {session.host}) no longer runs, and recorded no end "
+                 "(killed)")
+    else:
+        return None, None
+    resume = (session.command + (f" (in {session.cwd})" if session.cwd else "") if session.command else
+              "the same raycse.search(...) call with resume=True")
+    return ended, resume
+
+
+def _answer_block(tracker: Tracker, run_id: str) -> list[str]:
+    """The answer's lines as the search printed them, from its summary; none where it has no summary."""
+    from raycse.errors import ConfigError
+    from raycse.reporting.answer import answer_block
+    from raycse.reporting.load import read_summary
+
+    try:
+        return answer_block(read_summary(tracker, run_id))
+    except ConfigError:
+        return []
 
 
 def choosing_means(children, planned: int) -> list[ChoosingMean]:
@@ -191,7 +235,7 @@ def format_status(status: SearchStatus) -> str:
                f"{status.leading:.2f} ({status.leading_trial}), the best dev objective of its finished trials")
     left = "unknown until a trial finishes" if status.left_s is None else f"about {_duration(status.left_s)}"
     lines = [f"Search {status.search!r} of experiment {status.experiment!r} (parent run {status.parent_run_id})",
-             f"stage: {status.stage}",
+             f"stage: {status.stage}" + (f"; {status.ended}" if status.ended else ""),
              f"trials done/planned: {trials}",
              f"search stage (ranks configurations on dev, one seed): leading {leading}"]
     if status.choosing:
@@ -200,6 +244,11 @@ def format_status(status: SearchStatus) -> str:
     if status.winner:
         lines.append(f"winner: {status.winner}")
     lines += _answer_lines(status)
+    if status.ended:
+        lines.append(f"unfinished: {status.unfinished} trial(s), not running (--resume continues them)")
+        lines.append(f"time spent: {_duration(status.spent_s)}")
+        lines.append(f"to continue: {status.resume}")
+        return "\n".join(lines)
     lines.append(f"running: {len(status.running)}")
     lines += [f"  {r.name}  {r.stage} seed {r.seed}, {r.minutes:.1f} min" for r in status.running]
     lines.append(f"time spent: {_duration(status.spent_s)}" + ("" if status.stage == "finished" else f"; left: {left}"))
@@ -207,14 +256,17 @@ def format_status(status: SearchStatus) -> str:
 
 
 def _answer_lines(status: SearchStatus) -> list[str]:
+    if status.answer_lines:  # the answer's own lines, qualifiers and all
+        return [f"answer (the judging seeds), as the search gave it; the verdict: raycse report {status.experiment}",
+                *(f"  {line}" for line in status.answer_lines)]
     if status.answer:
         figures = []
         if "winner" in status.answer:
             figures.append(f"the winner {status.answer['winner']:.2f} on the seven-task test average")
         if "versus_published" in status.answer:
             figures.append(f"winner − published {status.answer['versus_published']:+.2f}")
-        return [f"answer (the judging seeds): {'; '.join(figures)}; the verdict: "
-                f"raycse report {status.experiment}"]
+        return [f"answer (the judging seeds): {'; '.join(figures)}; its search summary, which qualifies them (n, "
+                "interval, verdict), is missing"]
     if status.planned.get(JUDGE):
         return ["answer: when the judging runs end (the winner and the published point on the seven-task test "
                 "average, judging seeds)"]

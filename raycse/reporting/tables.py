@@ -23,6 +23,7 @@ from raycse.records import (
     TEST_LABELS,
     TOTAL_TIME,
     TRIAL_TIMING_KEYS,
+    after_answer_phase,
     phase_of,
     trial_timing_label,
 )
@@ -268,12 +269,15 @@ def format_search_summary(summary: dict, rows: list[TrialRow] | None = None) -> 
 
 
 def format_timings(timings: dict[str, float]) -> str:
-    """Where a search's wall clock went, by phase, and the trials' own time by kind."""
+    """Where a search's wall clock went: its time spent (raycse/tracking/sessions.py: every driver session's, to the
+    answer) by phase, the phases after the answer, and the trials' own time by kind."""
     phases = [(phase_of(k), v) for k, v in timings.items() if phase_of(k)]
+    after = [(after_answer_phase(k), v) for k, v in timings.items() if after_answer_phase(k)]
     trials = [(trial_timing_label(k), timings[k]) for k in TRIAL_TIMING_KEYS if k in timings]
-    return (f"Time: {timings.get(TOTAL_TIME, 0.0):.0f} s in all ("
-            + ", ".join(f"{name} {seconds:.0f} s" for name, seconds in phases)
-            + "). Trials, summed: " + ", ".join(f"{name} {seconds:.0f} s" for name, seconds in trials)
+    return (f"Time: {timings.get(TOTAL_TIME, 0.0):.0f} s in all to the answer ("
+            + ", ".join(f"{name} {seconds:.0f} s" for name, seconds in phases) + ")"
+            + "".join(f", then the {name} {seconds:.0f} s" for name, seconds in after)
+            + ". Trials, summed: " + ", ".join(f"{name} {seconds:.0f} s" for name, seconds in trials)
             + f"; slot utilisation {100 * timings.get(SLOT_UTILISATION, 0.0):.0f}% of "
             f"{timings.get(CONCURRENT_SLOTS, 1):.0f} slot(s)." + _running(timings))
 

@@ -11,6 +11,9 @@ FULL = "full"  # the file's own settings: the bundled model and corpus
 # paper's own recipe (its model, corpus and training settings, downloaded) runs only when it is named.
 BUDGETS = {"cpu": "cpu_budget", "paper": "paper_budget"}
 # A file without a cpu_budget runs its own settings on CPUs; one without a paper_budget has no recipe to run.
+# The budgets sized for GPUs (their batches, steps and trials): a plan of one without a GPU says that it is not
+# meant for the machine it would run on (raycse/planning/dry_run.py).
+MEANT_FOR_GPUS = frozenset({FULL, "paper"})
 OPTIONAL_BUDGETS = {"cpu"}
 # What a budget's answer is judged as, one of the judging's `JUDGED_BUDGETS` (raycse/judging/confirmation_plan.py,
 # `ConfirmPlan.budget`): the CPU budget's a demonstration of the mechanism, the paper's a decision as the full

@@ -27,7 +27,7 @@ DEV_FILE_SUFFIXES = (".tsv", ".txt", ".csv")
 # ------------------------------------------------------------------------------------------------ checks
 def check_model(name: str, value: str) -> None:
     """'minilm', an existing local directory, or a hub id ('name' or 'owner/name')."""
-    from raycse.encoder.loading import resolve_model_path
+    from raycse.encoder.model_path import resolve_model_path  # no torch: validation stays quick
 
     check_path_text(name, value)
     resolve_model_path(value)

@@ -311,6 +311,10 @@ class Tracker:
         if tags:
             self.client.log_batch(run_id, tags=[RunTag(key, str(value)[:5000]) for key, value in tags.items()])
 
+    @retried
+    def delete_tag(self, run_id: str, key: str) -> None:
+        self.client.delete_tag(run_id, key)
+
     # Artifacts are written where the run's folder is now: never into the place a copied folder came from.
     @retried
     def log_artifacts(self, run_id: str, local_dir: str, artifact_path: str) -> None:

@@ -36,8 +36,11 @@ ENDED_WITHIN_S = 10.0  # after the exit hooks, a process still running is termin
 # as a job-wide signal does) stops at once, within the 30 s that Slurm (KillWait) and Kubernetes (its termination
 # grace period) give by default before their SIGKILL.
 STOP_WITHIN_S = 25.0
-# How each command continues after a stop (the command line's last line names it).
+# How each command continues after a stop (the command line's last line names it). A plan (`--dry-run`) runs
+# nothing: stopped, there is nothing to continue.
+DRY_RUN = "--dry-run"
 CONTINUE = {
+    DRY_RUN: "the dry run was stopped: it ran, created and started nothing, so nothing is left to continue",
     "search": "the same command with --resume continues the search",
     "train": "the same command with --resume continues the training from its last checkpoint",
     "compare": "the same command with --resume continues the comparison",
@@ -56,7 +59,8 @@ class _Handling:
     """The process's signal handling: installed by the command line (`install`), or for one Tune run (`graceful`)."""
 
     def __init__(self) -> None:
-        self.command: str | None = None   # set by `install`: the command line's own process
+        self.command: str | None = None   # set by `install`: the command line's own process (DRY_RUN: its plan)
+        self.argv: list[str] | None = None  # the command line's arguments, set by `install`
         self.received: list[int] = []
         self.on_first: Callable[[], None] | None = None  # during a Tune run: ask Tune for its graceful stop
         self.exiting = False
@@ -89,10 +93,17 @@ def _main_thread() -> bool:
 
 def install(argv: list[str]) -> None:
     """The command line's handling of SIGINT, SIGTERM and SIGHUP for the whole command (`argv`: its arguments)."""
-    _HANDLING.command = next((arg for arg in argv if not arg.startswith("-")), "")
+    _HANDLING.command = DRY_RUN if DRY_RUN in argv else next((arg for arg in argv if not arg.startswith("-")), "")
+    _HANDLING.argv = list(argv)
     _HANDLING.ttys = {fd for fd in (1, 2) if os.isatty(fd)}
     for signum in SIGNALS:
         signal.signal(signum, _HANDLING.handler)
+
+
+def command_line() -> list[str] | None:
+    """The command line's arguments (after `raycse`), in the command line's own process; None elsewhere (the
+    Python API)."""
+    return None if _HANDLING.argv is None else list(_HANDLING.argv)
 
 
 def received() -> int | None:

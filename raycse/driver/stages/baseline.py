@@ -68,7 +68,7 @@ def untouched_scoring(space: SearchSpace) -> tuple[str, list[str], str | None]:
 
 def untouched_key(space: SearchSpace) -> str | None:
     """The fingerprint of the untouched model's figures for this plan (None: a model that is not a local folder)."""
-    from raycse.encoder.loading import resolve_model_path
+    from raycse.encoder.model_path import resolve_model_path
 
     base = space.base
     if not Path(resolve_model_path(base.model)).is_dir():  # a hub id: no fingerprint (its poolers would ask the hub)

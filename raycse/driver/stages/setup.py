@@ -1,6 +1,7 @@
 """Setup: Ray (shipping users' own losses to its workers), the budget and the plan, the MLflow parent run (tagged with
-the SHA-256 of each user's loss file) and the Optuna study's storage; what the check downloaded (a corpus named by
-its URL) is kept in the search's folder (raycse.data.downloads).
+the SHA-256 of each user's loss file), this driver session on it (raycse/tracking/sessions.py: its start, its process,
+the command line that continues it) and the Optuna study's storage; what the check downloaded (a corpus named by its
+URL) is kept in the search's folder (raycse.data.downloads).
 
 Resume: the parent run is found by the search's storage location (a tag), its children left RUNNING by the killed
 driver are marked KILLED until their trials resume under them, and the run is RUNNING again; a new search refuses an
@@ -21,13 +22,14 @@ from raycse.driver.tune.pacing import set_snapshot_period
 from raycse.driver.tune.search_workers import search_workers
 from raycse.errors import ConfigError
 from raycse.records import BUDGET_TAG, PATH_TAG, SEARCH_TAG, loss_hash_tag
+from raycse.tracking import sessions
 from raycse.tracking.tracker import Tracker
 
 
 class SetupStage(Stage):
     name = "setup"
     produces = ("name", "storage", "search_path", "cluster", "budget", "space", "optuna_storage", "tracker",
-                "parent_run_id")
+                "parent_run_id", "session")
 
     def run(self, state: SearchState) -> None:
         import optuna
@@ -74,6 +76,21 @@ class SetupStage(Stage):
                       f"steps, the objective every {space.base.eval_steps} steps{judged}")
         state.optuna_storage = options.optuna_storage or layout.default_optuna_storage(options.tracking_uri)
         state.parent_run_id = _open_parent_run(state)
+        state.session = sessions.open_session(state.tracker, state.parent_run_id, state.clock.started_epoch(),
+                                              resume_command())
+
+
+def resume_command() -> str | None:
+    """The command line that continues this search (its own, with --resume), or None: a search the Python API or a
+    comparison started, which the command line does not continue that way."""
+    import shlex
+
+    from raycse.training.stop_signals import command_line
+
+    argv = command_line()
+    if not argv or argv[0] != "search":
+        return None
+    return shlex.join(["raycse", *argv, *([] if "--resume" in argv else ["--resume"])])
 
 
 def _quiet_tune() -> None:
