@@ -126,10 +126,9 @@ def compare(spaces: list[str | os.PathLike | SearchSpace], *, num_samples: int |
     """
     loaded, options, name, out_dir = compare_inputs(spaces, dict(locals()))
     from raycse.comparing import run_comparison
-    from raycse.driver.state import say
     from raycse.planning.compare_plan import plan_comparison
-    return (plan_comparison(loaded, options, name, log=log or say) if dry_run  # its plan and cost, nothing run
-            else run_comparison(loaded, options, name, out_dir, log=log or say))
+    return (plan_comparison(loaded, options, name, log=log) if dry_run  # its plan and cost, nothing run (--dry-run)
+            else run_comparison(loaded, options, name, out_dir, log=log))
 
 
 def plan(space: str | os.PathLike | SearchSpace, *, step_ms: float | None = None, gpus: int | None = None,

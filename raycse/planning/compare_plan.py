@@ -52,10 +52,11 @@ class ComparePlan:
         return sum(run.trials for run in self.searches.values())
 
 def plan_comparison(spaces: list[SearchSpace], options: SearchOptions, name: str, step_ms: float | None = None,
-                    gpus: int | None = None, machine_gpus=None, log: Callable[[str], None] = said) -> ComparePlan:
+                    gpus: int | None = None, machine_gpus=None, log: Callable[[str], None] | None = None,
+                    ) -> ComparePlan:
     """The plan of `raycse compare` of these spaces (loaded) with these options and name, as
     raycse.arguments.search.compare_inputs checks them: each loss's search plan as the comparison runs it (`log`:
-    the lines of a CPU step measured here, where no record fits)."""
+    the lines of a CPU step measured here, where no record fits; None prints them)."""
     from raycse.comparing import label_of, loss_experiment
     from raycse.settings.checks import INT_LIMIT, check_int, check_number
 
@@ -75,7 +76,7 @@ def plan_comparison(spaces: list[SearchSpace], options: SearchOptions, name: str
             from raycse.driver.preflight import search_location
 
             loss_values = {**values, "resume": search_location(renamed, options)[1]}
-        searches[label] = plan_search(renamed, loss_values, step_ms=step_ms, gpus=gpus, log=log, **extra)
+        searches[label] = plan_search(renamed, loss_values, step_ms=step_ms, gpus=gpus, log=log or said, **extra)
     return ComparePlan(name, searches)
 
 
