@@ -145,7 +145,9 @@ def test_a_copied_search_works_from_its_new_place_and_leaves_the_original_untouc
     assert (copy / "report" / "index.html").is_file() and logged[0].stat().st_mtime_ns > before
     after = store_contents(copy)
     changed = {name for name in {*stores, *after} if stores.get(name) != after.get(name)}
-    assert changed and all(name.startswith("report/") or "/artifacts/report/" in name for name in changed), changed
+    # the page is rewritten (its logged copy's time above); its text may be the same byte for byte, as it names the
+    # stores the way the user does (sqlite:///optuna.db), not by the folder's path: nothing but the report changes
+    assert all(name.startswith("report/") or "/artifacts/report/" in name for name in changed), changed
 
     exported = tmp_path / "exported"
     done = run_cli(copy, "export", EXPERIMENT, str(exported))
